@@ -1,0 +1,1 @@
+"""acagent: a coding/chat agent whose sessions outlive any process."""

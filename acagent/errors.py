@@ -1,0 +1,183 @@
+"""The acagent exception tree.
+
+::
+
+    AcagentError                      code="internal"
+    ├── UserError                     a caller mistake; the message names the fix   code="bad_request"
+    │   ├── ConfigError               settings or config file invalid              code="config_error"
+    │   ├── SessionNotFound           unknown session id                           code="session_not_found"
+    │   ├── ApprovalNotFound          unknown or already-resolved approval         code="approval_not_found"
+    │   └── TranscriptError           a transcript line is corrupt (names the line) code="transcript_corrupt"
+    ├── SessionBusy                   a turn already runs / another process holds the lease  code="session_busy"
+    ├── ConcurrencyCap                the instance runs its maximum number of sessions      code="concurrency_cap"
+    ├── StaleLease                    a write carried a fencing token that was superseded   code="stale_lease"
+    ├── InvalidTransition             a status change from a state not in its whitelist     code="invalid_transition"
+    ├── JournalError                  the journal could not be read/written (disk full, ...) code="journal_error"
+    └── ProviderError                 the model provider failed                             code="provider_error"
+        ├── ProviderHTTPError         a non-2xx answer (status_code, body, headers)
+        ├── ProviderConnectionError   the endpoint could not be reached / the stream broke
+        └── UnexpectedModelBehavior   the stream was malformed or ended without its terminal marker
+
+Every error carries a stable ``code`` that the daemon puts in its error envelope
+``{"error": {"code", "message", "detail"}}`` and an HTTP ``status_code``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AcagentError",
+    "ApprovalNotFound",
+    "ConcurrencyCap",
+    "ConfigError",
+    "InvalidTransition",
+    "JournalError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "SessionBusy",
+    "SessionNotFound",
+    "StaleLease",
+    "TranscriptError",
+    "UnexpectedModelBehavior",
+    "UserError",
+]
+
+
+class AcagentError(Exception):
+    """Base of every error acagent raises on purpose."""
+
+    code: str = "internal"
+    status_code: int = 500
+
+    def __init__(self, message: str, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def to_envelope(self) -> dict[str, Any]:
+        """The JSON error envelope ``{"error": {"code", "message", "detail"}}``."""
+        return {"error": {"code": self.code, "message": self.message, "detail": self.detail}}
+
+
+class UserError(AcagentError):
+    """Raised for a caller mistake (bad flag, bad request body); the message names the fix."""
+
+    code = "bad_request"
+    status_code = 400
+
+
+class ConfigError(UserError):
+    """Raised when settings, env vars or the config file are invalid or inconsistent."""
+
+    code = "config_error"
+
+
+class SessionNotFound(UserError):
+    """Raised when a session id is not in the journal."""
+
+    code = "session_not_found"
+    status_code = 404
+
+
+class ApprovalNotFound(UserError):
+    """Raised when an approval answer names an unknown or already-resolved tool call."""
+
+    code = "approval_not_found"
+    status_code = 404
+
+
+class TranscriptError(UserError):
+    """Raised when a transcript cannot be imported; the message names file and line number."""
+
+    code = "transcript_corrupt"
+    status_code = 422
+
+
+class SessionBusy(AcagentError):
+    """Raised when a turn already runs on the session, here or in another process."""
+
+    code = "session_busy"
+    status_code = 409
+
+
+class ConcurrencyCap(AcagentError):
+    """Raised when the registry already runs ``max_concurrent_sessions`` turns."""
+
+    code = "concurrency_cap"
+    status_code = 429
+
+
+class StaleLease(AcagentError):
+    """Raised when a worker's write carries a fencing token that another worker superseded.
+
+    The zombie's write is discarded (the transaction rolls back).
+    """
+
+    code = "stale_lease"
+    status_code = 409
+
+
+class InvalidTransition(AcagentError):
+    """Raised when a status change is attempted from a state outside its whitelist."""
+
+    code = "invalid_transition"
+    status_code = 409
+
+
+class JournalError(AcagentError):
+    """Raised when the journal cannot be read or written (disk full, locked past the busy timeout)."""
+
+    code = "journal_error"
+    status_code = 503
+
+
+class ProviderError(AcagentError):
+    """Raised when the model provider fails."""
+
+    code = "provider_error"
+    status_code = 502
+    retryable: bool = False
+    error_type: str = "provider_error"
+
+
+class ProviderHTTPError(ProviderError):
+    """Raised for a non-2xx provider answer, or an in-band stream error event."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        retryable: bool = False,
+        error_type: str = "http_error",
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, detail={"status_code": status_code, "type": error_type})
+        self.http_status = status_code
+        self.body = body
+        self.headers = headers or {}
+        self.retryable = retryable
+        self.error_type = error_type
+        self.retry_after_s = retry_after_s
+
+
+class ProviderConnectionError(ProviderError):
+    """Raised when the provider endpoint cannot be reached or the connection breaks mid-stream."""
+
+    retryable = True
+    error_type = "connection_error"
+
+
+class UnexpectedModelBehavior(ProviderError):
+    """Raised when the stream is malformed or ends without its terminal marker."""
+
+    error_type = "unexpected_model_behavior"
+
+    def __init__(self, message: str, *, body: Any = None, retryable: bool = True) -> None:
+        super().__init__(message, detail={"body": body})
+        self.body = body
+        self.retryable = retryable

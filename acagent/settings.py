@@ -1,0 +1,202 @@
+"""One settings object, built once in the CLI and passed down.
+
+Sources, highest first: command-line flags, ``ACAGENT_*`` environment variables (and the
+provider variables ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY``,
+``ANTHROPIC_BASE_URL``), the config file ``$ACAGENT_HOME/config.toml``, defaults. Nothing below
+the CLI reads ``os.environ``: :func:`load_settings` is the only place that does.
+
+The timing constants are validated against each other (:meth:`Timing.check`), so a lease can
+never expire while its holder is still renewing on schedule.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from acagent.errors import ConfigError
+
+__all__ = ["ProviderSettings", "Settings", "Timing", "default_home", "load_settings"]
+
+
+class Timing(BaseModel):
+    """Timing constants, in seconds unless the name says otherwise."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lease_ttl_s: float = 30.0
+    """How long a session lease is valid without renewal."""
+    lease_renew_s: float = 10.0
+    """Interval between lease renewals; must be < lease_ttl_s / 2."""
+    llm_timeout_s: float = 300.0
+    """Maximum duration of one LLM call (connect to last byte)."""
+    llm_idle_timeout_s: float = 120.0
+    """Maximum silence between two stream chunks (stall detection); must be < reclaim_idle_s."""
+    reclaim_idle_s: float = 330.0
+    """A step inflight this long without a live owner is reclaimed; must be > llm_timeout_s."""
+    tool_timeout_s: float = 600.0
+    """Default shell tool timeout."""
+    tool_redelivery_idle_s: float = 630.0
+    """A running tool call whose run lease is this old is considered dead; must be > tool_timeout_s."""
+    tool_kill_grace_s: float = 2.0
+    """Grace period between SIGTERM and SIGKILL of a tool's process group."""
+    step_max_attempts: int = 3
+    """Maximum attempts of one LLM step (transient errors and crash recovery), then the turn fails."""
+    retry_base_delay_s: float = 0.5
+    """First retry delay; doubles per attempt (with jitter), capped at retry_max_delay_s."""
+    retry_max_delay_s: float = 20.0
+    approval_timeout_s: float | None = None
+    """Seconds an approval may stay unanswered before it resolves as timed out; None = forever."""
+    busy_timeout_ms: int = 10000
+    """SQLite busy_timeout per connection, in milliseconds (>= 5000)."""
+
+    def check(self) -> Timing:
+        """Validate the relations between constants.
+
+        Raises:
+            ConfigError: naming the violated relation.
+        """
+        rules = [
+            (self.lease_renew_s < self.lease_ttl_s / 2, "lease_renew_s < lease_ttl_s / 2"),
+            (self.reclaim_idle_s > self.llm_timeout_s, "reclaim_idle_s > llm_timeout_s"),
+            (self.tool_redelivery_idle_s > self.tool_timeout_s, "tool_redelivery_idle_s > tool_timeout_s"),
+            (self.llm_idle_timeout_s < self.reclaim_idle_s, "llm_idle_timeout_s < reclaim_idle_s"),
+            (self.step_max_attempts >= 1, "step_max_attempts >= 1"),
+            (self.busy_timeout_ms >= 5000, "busy_timeout_ms >= 5000"),
+        ]
+        for ok, relation in rules:
+            if not ok:
+                raise ConfigError(
+                    f"timing constants violate {relation}: {self.model_dump()}", detail={"relation": relation}
+                )
+        return self
+
+
+class ProviderSettings(BaseModel):
+    """Endpoint settings for the providers (from flags, env and the config file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    ollama_base_url: str = "http://127.0.0.1:11434/v1"
+    base_url: str | None = None
+    """``--base-url``: overrides the chosen provider's base URL."""
+    local_threads: int | None = None
+    """Threads for the embedded local model; default max(1, min(4, cpu_count - 1))."""
+    local_model_path: str | None = None
+
+
+class Settings(BaseModel):
+    """Everything a command needs, resolved once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    home: Path
+    """Data directory (``ACAGENT_HOME``): journal, transcripts, daemon state, model cache."""
+    model: str | None = None
+    """``PROVIDER:MODEL``; None means resolve (config → keys → local)."""
+    providers: ProviderSettings = Field(default_factory=ProviderSettings)
+    timing: Timing = Field(default_factory=Timing)
+    durability: Literal["normal", "full"] = "normal"
+    """SQLite ``synchronous`` level: normal survives a killed process, full a power cut."""
+    auto_approve: bool = False
+    """``--yes``: run tools without asking."""
+    tools: Literal["auto", "on", "off"] = "auto"
+    """Offer tools to the model: auto = on except for the embedded local model."""
+    max_sessions: int = 16
+    """Maximum sessions running a turn at once in one process (→ concurrency_cap)."""
+    checkpoint_ratio: float = 0.5
+    """Write a checkpoint when the tail since the last one exceeds this fraction of its size."""
+    system_prompt: str | None = None
+    shell_allow: list[str] = Field(default_factory=list)
+    """Programs the shell tool may run without approval (same rule as an ``always`` answer)."""
+    crash_at: str | None = None
+    """``ACAGENT_CRASH_AT``: test-only crash point name."""
+
+    @model_validator(mode="after")
+    def _check_timing(self) -> Settings:
+        self.timing.check()
+        return self
+
+    @property
+    def db_path(self) -> Path:
+        """``$ACAGENT_HOME/acagent.db``."""
+        return self.home / "acagent.db"
+
+    @property
+    def sessions_dir(self) -> Path:
+        """``$ACAGENT_HOME/sessions`` (transcripts, bucketed by cwd)."""
+        return self.home / "sessions"
+
+
+def default_home() -> Path:
+    """The platformdirs user data dir for acagent."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("acagent", appauthor=False))
+
+
+_ENV_TIMING_PREFIX = "ACAGENT_TIMING_"
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build :class:`Settings` from flags (``overrides``), the environment and the config file.
+
+    Args:
+        overrides: values from command-line flags; ``None`` values are ignored. Keys are
+            Settings fields, plus ``base_url``.
+        env: the environment (default ``os.environ``).
+
+    Raises:
+        ConfigError: the config file does not parse, or a value is invalid.
+    """
+    env = os.environ if env is None else env
+    over = {k: v for k, v in (overrides or {}).items() if v is not None}
+    home = Path(over.pop("home", None) or env.get("ACAGENT_HOME") or default_home()).expanduser()
+    config: dict[str, Any] = {}
+    cfg_path = home / "config.toml"
+    if cfg_path.exists():
+        try:
+            config = tomllib.loads(cfg_path.read_text())
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {str(cfg_path)!r}: {exc}") from exc
+    providers: dict[str, Any] = dict(config.pop("providers", {}) or {})
+    timing: dict[str, Any] = dict(config.pop("timing", {}) or {})
+    for key, var in [
+        ("openai_api_key", "OPENAI_API_KEY"),
+        ("openai_base_url", "OPENAI_BASE_URL"),
+        ("anthropic_api_key", "ANTHROPIC_API_KEY"),
+        ("anthropic_base_url", "ANTHROPIC_BASE_URL"),
+        ("local_threads", "ACAGENT_LOCAL_THREADS"),
+    ]:
+        if env.get(var):
+            providers[key] = env[var]
+    if "base_url" in over:
+        providers["base_url"] = over.pop("base_url")
+    for var, value in env.items():
+        if var.startswith(_ENV_TIMING_PREFIX):
+            timing[var[len(_ENV_TIMING_PREFIX) :].lower()] = value
+    data: dict[str, Any] = {**config, "home": home, "providers": providers, "timing": timing}
+    if env.get("ACAGENT_MODEL"):
+        data["model"] = env["ACAGENT_MODEL"]
+    if env.get("ACAGENT_CRASH_AT"):
+        data["crash_at"] = env["ACAGENT_CRASH_AT"]
+    if env.get("ACAGENT_DURABILITY"):
+        data["durability"] = env["ACAGENT_DURABILITY"]
+    if env.get("ACAGENT_MAX_SESSIONS"):
+        data["max_sessions"] = env["ACAGENT_MAX_SESSIONS"]
+    data.update(over)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"invalid setting {where!r}: {first['msg']}", detail=exc.errors(include_url=False)) from None

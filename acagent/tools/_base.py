@@ -1,0 +1,114 @@
+"""The tool seam: pydantic argument models, results, and the run context.
+
+A tool declares its argument model (whose JSON schema goes to the provider), whether it is
+``idempotent`` (safe to re-run after a crash mid-run) and whether a given call needs the user's
+approval. The loop writes the ``tool_call`` intent row before :meth:`Tool.run` is called, and
+records the :class:`ToolResult` in the journal in the same transaction as its ``tool.result``
+event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["Tool", "ToolContext", "ToolResult", "validate_arguments"]
+
+ToolStatus = Literal["ok", "error", "interrupted", "denied"]
+
+
+@dataclass
+class ToolResult:
+    """What a tool call produced; ``content`` is the text the model gets."""
+
+    content: str
+    status: ToolStatus = "ok"
+    exit_code: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    """Extra structured fields for the ``tool.result`` event payload (never sent to the model)."""
+
+    @property
+    def is_error(self) -> bool:
+        """True unless ``status == "ok"``."""
+        return self.status != "ok"
+
+
+@dataclass
+class ToolContext:
+    """Per-call environment handed to :meth:`Tool.run`."""
+
+    cwd: Path
+    """The session's workspace root (absolute, canonical); tools never leave it."""
+    session_id: str
+    tool_call_id: str
+    emit_output: Callable[[str], None]
+    """Publish a chunk of live output (a ``tool.output`` event); non-blocking."""
+    timeout_s: float = 600.0
+    kill_grace_s: float = 2.0
+    on_process_started: Callable[[int], None] | None = None
+    """Called with the pid (= process group id) of a spawned child, so recovery can kill it."""
+    ask_user: Callable[[str], Any] | None = None
+    """Async callable ``(question) -> answer`` for the ``ask_user`` tool."""
+
+
+class Tool:
+    """Base class of every tool.
+
+    Subclasses set ``name``, ``description``, ``args_model`` and implement :meth:`run`.
+    ``run`` must honour anyio cancellation: on cancel it stops its work (killing child
+    processes) and re-raises; the loop records the interrupted result.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    args_model: ClassVar[type[BaseModel]]
+    idempotent: ClassVar[bool] = False
+    """True if re-running after a crash mid-run cannot do harm (read-only tools)."""
+    read_only: ClassVar[bool] = False
+    """True if the tool never changes anything (then it never needs approval)."""
+
+    def parameters_schema(self) -> dict[str, Any]:
+        """JSON schema of the arguments object."""
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def needs_approval(self, args: BaseModel, ctx: ToolContext) -> bool:
+        """Whether this call must be approved (before any ``always`` rule is consulted)."""
+        return not self.read_only
+
+    def approval_summary(self, args: BaseModel) -> dict[str, Any]:
+        """Fields shown in ``approval.requested`` (e.g. the exact shell ``command``)."""
+        return args.model_dump(mode="json")
+
+    async def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
+        """Run the call.
+
+        Raises:
+            anyio.get_cancelled_exc_class(): when cancelled (after cleaning up).
+        """
+        raise NotImplementedError
+
+
+def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> tuple[BaseModel | None, str | None]:
+    """Validate raw JSON arguments against the tool's model.
+
+    Returns:
+        ``(args, None)`` or ``(None, message)`` where message reads like
+        ``missing required argument: command``.
+    """
+    try:
+        return tool.args_model.model_validate(arguments), None
+    except ValidationError as exc:
+        msgs = []
+        for err in exc.errors(include_url=False):
+            loc = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "missing":
+                msgs.append(f"missing required argument: {loc}")
+            else:
+                msgs.append(f"invalid argument {loc!r}: {err['msg']}")
+        return None, "; ".join(msgs)
