@@ -1,1 +1,71 @@
-"""acagent.providers."""
+"""Model providers: one adapter per wire API behind the :class:`Provider` protocol.
+
+``create_provider("openai:gpt-4o-mini", settings)`` finds the factory through the
+``acagent.providers`` entry-point group. Importing this package does not import any provider
+SDK: :class:`OpenAIProvider` and :class:`AnthropicProvider` load on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from acagent.providers._base import (
+    ModelRequest,
+    PartsBuilder,
+    Provider,
+    ReasoningDelta,
+    Response,
+    StreamedResponse,
+    StreamEvent,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallStart,
+    ToolDefinition,
+    Usage,
+    UsageUpdate,
+    parse_tool_arguments,
+)
+from acagent.providers._registry import available_providers, create_provider, resolve_model_id
+
+if TYPE_CHECKING:
+    from acagent.providers._anthropic import AnthropicProvider
+    from acagent.providers._openai import OpenAIProvider
+
+__all__ = [
+    "AnthropicProvider",
+    "ModelRequest",
+    "OpenAIProvider",
+    "PartsBuilder",
+    "Provider",
+    "ReasoningDelta",
+    "Response",
+    "StreamEvent",
+    "StreamedResponse",
+    "TextDelta",
+    "ToolCallArgsDelta",
+    "ToolCallStart",
+    "ToolDefinition",
+    "Usage",
+    "UsageUpdate",
+    "available_providers",
+    "create_provider",
+    "parse_tool_arguments",
+    "resolve_model_id",
+]
+
+_LAZY = {
+    "OpenAIProvider": "acagent.providers._openai",
+    "AnthropicProvider": "acagent.providers._anthropic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import SDK-backed provider classes on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -15,12 +15,14 @@ attempt and publishes ``llm.retry``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
-from acagent.errors import UnexpectedModelBehavior
+import anyio
+
+from acagent.errors import ProviderConnectionError, ProviderHTTPError, UnexpectedModelBehavior
 from acagent.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
 
 __all__ = [
@@ -37,6 +39,11 @@ __all__ = [
     "ToolDefinition",
     "Usage",
     "UsageUpdate",
+    "http_status_error",
+    "is_retryable_status",
+    "next_chunk",
+    "parse_tool_arguments",
+    "stream_error",
 ]
 
 
@@ -188,9 +195,23 @@ class PartsBuilder:
                 self.usage.output_tokens = event.output_tokens
         return event
 
-    def set_metadata(self, index: int, metadata: dict[str, Any]) -> None:
-        """Attach provider metadata (e.g. a thinking signature) to the part at ``index``."""
+    def set_metadata(
+        self,
+        index: int,
+        metadata: dict[str, Any],
+        kind: Literal["text", "reasoning", "tool_call"] | None = None,
+    ) -> None:
+        """Attach provider metadata (e.g. a thinking signature) to the part at ``index``.
+
+        Args:
+            index: part index.
+            metadata: merged into the part's ``provider_metadata``.
+            kind: when given, the part is created if it does not exist yet (a thinking block
+                whose signature arrives before, or without, any text).
+        """
         slot = self._slots.get(index)
+        if slot is None and kind is not None:
+            slot = self._slot(index, kind)
         if slot is not None:
             slot.metadata = {**(slot.metadata or {}), **metadata}
 
@@ -215,7 +236,9 @@ class PartsBuilder:
                     raise UnexpectedModelBehavior(f"tool call at index {i} has no name", body=text)
                 args, error = parse_tool_arguments(text)
                 parts.append(
-                    ToolCallPart(tool_call_id=slot.tool_call_id, name=slot.name, arguments=args, arguments_error=error)
+                    ToolCallPart(
+                        tool_call_id=slot.tool_call_id, name=slot.name, arguments=args, arguments_error=error
+                    )
                 )
         return parts
 
@@ -275,3 +298,140 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release the HTTP client (and any embedded server)."""
         ...
+
+
+# --------------------------------------------------------------------------- shared by adapters
+
+RETRYABLE_ERROR_TYPES = frozenset(
+    {
+        "overloaded_error",
+        "api_error",
+        "rate_limit_error",
+        "timeout_error",
+        "server_error",
+        "internal_error",
+        "internal_server_error",
+        "service_unavailable",
+        "rate_limit_exceeded",
+    }
+)
+"""Error ``type`` values (OpenAI ``error.type``/``error.code``, Anthropic ``error.type``) that a
+retry may cure."""
+
+
+def is_retryable_status(status_code: int) -> bool:
+    """True for 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded" included)."""
+    return status_code in (408, 409, 429) or status_code >= 500
+
+
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``retry-after`` (delta-seconds form only)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
+
+
+def http_status_error(
+    provider: str,
+    status_code: int,
+    *,
+    body: Any,
+    headers: Mapping[str, str],
+    error_type: str | None,
+    api_message: str | None,
+    key_env: str | None,
+) -> ProviderHTTPError:
+    """Build the :class:`ProviderHTTPError` for a non-2xx answer.
+
+    Args:
+        provider: provider id, quoted in the message.
+        status_code: HTTP status.
+        body: decoded error body (as the SDK gives it).
+        headers: response headers (lower-case names); ``retry-after(-ms)`` is honoured.
+        error_type: the API's error type (``overloaded_error``, ``invalid_request_error``...).
+        api_message: the API's human message.
+        key_env: env var holding the key (named in the 401/403 message), None if keyless.
+
+    Returns:
+        The error; retryable for 408/409/429/5xx/529 and overloaded errors, never for 401/403.
+    """
+    detail = api_message or str(body)[:500]
+    etype = error_type or f"http_{status_code}"
+    if status_code in (401, 403):
+        fix = f"set {key_env} to a valid key" if key_env else "check the server's credentials"
+        return ProviderHTTPError(
+            f"{provider!r} rejected the API key (HTTP {status_code}): {detail}; {fix}",
+            status_code=status_code,
+            body=body,
+            headers=dict(headers),
+            retryable=False,
+            error_type=etype,
+        )
+    retryable = is_retryable_status(status_code) or etype in RETRYABLE_ERROR_TYPES or "overloaded" in etype
+    return ProviderHTTPError(
+        f"{provider!r} answered HTTP {status_code} ({etype}): {detail}",
+        status_code=status_code,
+        body=body,
+        headers=dict(headers),
+        retryable=retryable,
+        error_type=etype,
+        retry_after_s=_retry_after_s(headers),
+    )
+
+
+def stream_error(
+    provider: str, *, error_type: str | None, api_message: str | None, body: Any
+) -> ProviderHTTPError:
+    """Build the error for an in-band error event inside a 200 stream (``status_code`` None).
+
+    Retryable when ``error_type`` is in :data:`RETRYABLE_ERROR_TYPES` (``overloaded_error``...).
+    """
+    etype = error_type or "stream_error"
+    return ProviderHTTPError(
+        f"{provider!r} stream failed mid-way ({etype}): {api_message or body}",
+        status_code=None,
+        body=body,
+        retryable=etype in RETRYABLE_ERROR_TYPES or "overloaded" in etype,
+        error_type=etype,
+    )
+
+
+_T = TypeVar("_T")
+
+
+async def next_chunk(
+    iterator: AsyncIterator[_T], *, provider: str, idle_timeout_s: float, deadline: float
+) -> _T | None:
+    """Await the next stream item under the idle timeout and the call's overall deadline.
+
+    Args:
+        iterator: the SDK's event iterator.
+        provider: provider id, quoted in messages.
+        idle_timeout_s: maximum silence before this item, in seconds.
+        deadline: absolute ``anyio.current_time()`` by which the whole call must end.
+
+    Returns:
+        The item, or None when the iterator is exhausted.
+
+    Raises:
+        ProviderConnectionError: no item within ``idle_timeout_s`` or past ``deadline``
+            (retryable).
+    """
+    remaining = deadline - anyio.current_time()
+    timeout = min(idle_timeout_s, remaining)
+    try:
+        with anyio.fail_after(max(timeout, 0.0)):
+            return await iterator.__anext__()
+    except StopAsyncIteration:
+        return None
+    except TimeoutError as exc:
+        if remaining <= idle_timeout_s:
+            raise ProviderConnectionError(f"{provider!r} call exceeded its overall timeout") from exc
+        raise ProviderConnectionError(
+            f"{provider!r} sent nothing for {idle_timeout_s:g} s (idle timeout); the stream stalled"
+        ) from exc

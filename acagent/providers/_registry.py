@@ -1,0 +1,119 @@
+"""Provider lookup: ``PROVIDER:MODEL`` ids, entry points, and default model resolution.
+
+Built-in providers register through the same ``acagent.providers`` entry-point group that
+third-party packages use (declared in ``pyproject.toml``), as llm's plugins do; a built-in
+table is the fallback when the package metadata is missing (running from a source tree). A
+factory is ``(model: str, settings: Settings) -> Provider`` and is imported only when chosen,
+so importing :mod:`acagent.providers` never imports a provider SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+from acagent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from acagent.providers._base import Provider
+    from acagent.settings import Settings
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ProviderFactory",
+    "available_providers",
+    "create_provider",
+    "resolve_model_id",
+]
+
+ENTRY_POINT_GROUP = "acagent.providers"
+
+ProviderFactory = Callable[[str, "Settings"], "Provider"]
+"""``(model, settings) -> Provider``."""
+
+_BUILTIN: dict[str, str] = {
+    "openai": "acagent.providers._openai:create_provider",
+    "anthropic": "acagent.providers._anthropic:create_provider",
+    "ollama": "acagent.providers._openai:create_ollama_provider",
+    "local": "acagent.providers._local:create_provider",
+}
+"""Fallback when entry points are not installed: provider id → ``module:function``."""
+
+DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
+DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
+DEFAULT_LOCAL_MODEL = "local:smollm2-135m"
+
+
+def _targets() -> dict[str, str]:
+    """Provider id → ``module:function``: the built-in table overlaid with entry points."""
+    targets = dict(_BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        targets[ep.name] = ep.value
+    return targets
+
+
+def available_providers() -> list[str]:
+    """Sorted provider ids that :func:`create_provider` accepts."""
+    return sorted(_targets())
+
+
+def _load(provider: str, target: str) -> ProviderFactory:
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        factory: ProviderFactory = getattr(module, attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"provider {provider!r} is not available ({target}: {exc}); install its extra, e.g. 'acagent[{provider}]'"
+        ) from exc
+    return factory
+
+
+def create_provider(model_id: str, settings: Settings) -> Provider:
+    """Build the provider for ``model_id``.
+
+    Args:
+        model_id: ``PROVIDER:MODEL`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
+            ``ollama:llama3.2``, ``local:smollm2-135m``); only the first ``:`` splits.
+        settings: endpoints, keys and timeouts.
+
+    Raises:
+        ConfigError: a malformed id, an unknown provider, a provider that cannot be imported,
+            or the provider's own configuration errors (missing key).
+    """
+    provider, sep, model = model_id.partition(":")
+    provider = provider.strip().lower()
+    model = model.strip()
+    if not sep or not provider or not model:
+        raise ConfigError(
+            f"invalid model id {model_id!r}: expected PROVIDER:MODEL, e.g. {DEFAULT_OPENAI_MODEL!r}",
+            detail={"model": model_id},
+        )
+    targets = _targets()
+    target = targets.get(provider)
+    if target is None:
+        raise ConfigError(
+            f"unknown provider {provider!r} in model id {model_id!r}; known: {', '.join(sorted(targets))}",
+            detail={"model": model_id},
+        )
+    return _load(provider, target)(model, settings)
+
+
+def resolve_model_id(settings: Settings) -> str:
+    """The model id to use when the user named none.
+
+    Order: ``settings.model`` (flag, ``ACAGENT_MODEL``, or the config file, already merged by
+    :func:`~acagent.settings.load_settings`) → ``anthropic:claude-sonnet-4-5`` when an Anthropic
+    key is set → ``openai:gpt-4o-mini`` when an OpenAI key or an OpenAI/``--base-url`` base URL
+    is set → ``local:smollm2-135m``.
+    """
+    if settings.model:
+        return settings.model
+    p = settings.providers
+    if p.anthropic_api_key:
+        return DEFAULT_ANTHROPIC_MODEL
+    if p.openai_api_key or p.openai_base_url or p.base_url:
+        return DEFAULT_OPENAI_MODEL
+    return DEFAULT_LOCAL_MODEL
