@@ -53,6 +53,9 @@ class ToolContext:
     """Called with the pid (= process group id) of a spawned child, so recovery can kill it."""
     ask_user: Callable[[str], Any] | None = None
     """Async callable ``(question) -> answer`` for the ``ask_user`` tool."""
+    on_interrupted: Callable[[ToolResult], None] | None = None
+    """Called by a tool that is being cancelled, just before it re-raises, with its partial
+    result (status ``interrupted``, e.g. the shell output captured so far)."""
 
 
 class Tool:
@@ -70,6 +73,8 @@ class Tool:
     """True if re-running after a crash mid-run cannot do harm (read-only tools)."""
     read_only: ClassVar[bool] = False
     """True if the tool never changes anything (then it never needs approval)."""
+    interactive: ClassVar[bool] = False
+    """True for a tool that waits for the user (``ask_user``): the runner handles its waiting."""
 
     def parameters_schema(self) -> dict[str, Any]:
         """JSON schema of the arguments object."""

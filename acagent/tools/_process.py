@@ -1,0 +1,127 @@
+"""Process-group cleanup for the shell tool and for crash recovery.
+
+The shell tool starts ``bash -c`` in its own session, so the bash pid is also the id of a
+process group (pgid) holding every process the command starts, unless a process leaves the
+group on purpose (``setsid``, ``nohup ... &`` with a new session): such deliberate detachment is
+out of scope.
+
+A group is killed politely first: SIGTERM (and SIGCONT, so stopped members can act on it), a
+grace period, then SIGKILL. A member counts as dead when it no longer exists or is a zombie
+(state ``Z`` in ``/proc/<pid>/stat``): a zombie runs no code and only waits for its parent to
+reap it.
+
+:func:`kill_process_group` is what recovery calls for groups recorded in the journal
+(``on_process_started``) whose owner process died. Caveat: after a crash the pgid may in theory
+have been reused by an unrelated group; recovery should only call it for groups recorded by a
+run lease that expired recently.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import anyio
+
+__all__ = ["group_members", "kill_process_group", "pid_alive"]
+
+_POLL_S = 0.05
+
+
+def _stat_fields(pid: int) -> tuple[str, int] | None:
+    """``(state, pgrp)`` of a pid from ``/proc/<pid>/stat``, or None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    except OSError:
+        return None
+    # "pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses.
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return rest[0].decode(), int(rest[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    fields = _stat_fields(pid)
+    if fields is not None:
+        return fields[0] not in ("Z", "X")
+    if Path("/proc/self/stat").exists():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of the live (non-zombie) members of process group ``pgid``.
+
+    Uses ``/proc`` on Linux; elsewhere returns ``[pgid]`` if ``killpg(pgid, 0)`` succeeds
+    (which may count zombies as alive).
+    """
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            return [pgid]
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is not None and fields[1] == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _wait_group_dead(pgid: int, timeout_s: float) -> bool:
+    with anyio.move_on_after(max(timeout_s, 0.0)):
+        while group_members(pgid):
+            await anyio.sleep(_POLL_S)
+        return True
+    return not group_members(pgid)
+
+
+async def kill_process_group(pgid: int, grace_s: float) -> bool:
+    """Terminate every process of group ``pgid``: SIGTERM + SIGCONT, wait, then SIGKILL.
+
+    Safe to call for a group that is already gone. Runs to completion even if the caller is
+    being cancelled (the body is shielded), so it can be awaited from cancel cleanup.
+
+    Args:
+        pgid: the process group id (the pid of the shell the tool started).
+        grace_s: seconds to wait after SIGTERM before SIGKILL.
+
+    Returns:
+        True if no live member remains afterwards.
+    """
+    if pgid <= 1:
+        raise ValueError(f"refusing to signal process group {pgid!r}")
+    with anyio.CancelScope(shield=True):
+        if not group_members(pgid):
+            return True
+        _signal_group(pgid, signal.SIGTERM)
+        _signal_group(pgid, signal.SIGCONT)
+        if await _wait_group_dead(pgid, grace_s):
+            return True
+        _signal_group(pgid, signal.SIGKILL)
+        return await _wait_group_dead(pgid, 1.0)
