@@ -1,0 +1,345 @@
+"""Event envelope and the payload model of every event type.
+
+One envelope everywhere (bus, journal, JSONL transcript, WebSocket, SSE, ``run --json``)::
+
+    {"seq": 42, "ts": "2026-11-29T21:00:00.000000Z", "session_id": "ses_…", "type": "tool.result",
+     "payload": {…}}
+
+``seq`` is per session, strictly increasing, assigned by the journal inside the transaction that
+makes the event durable, and never reused. Each dotted ``type`` has a payload model below, tagged
+with a ``Literal`` and joined in the discriminated union :data:`AnyPayload`; :func:`make_payload`
+validates a payload against its model before it is journaled. Payloads of events that belong to a
+turn carry its ``turn_id``.
+
+``llm.retry`` supersedes the partial ``assistant.delta`` text of the failed attempt: a client drops
+the partial text of the step when it sees it (there is no separate discard event).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "EVENT_TYPES",
+    "AnyPayload",
+    "Event",
+    "make_payload",
+    "now_ts",
+]
+
+SessionStatus = Literal["pending", "running", "waiting_tool", "waiting_user", "done", "cancelled", "failed"]
+
+
+def now_ts() -> str:
+    """The current UTC time as RFC 3339 with microseconds and a ``Z`` suffix."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Event(BaseModel):
+    """The event envelope (see module docstring)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    """Per-session sequence number, strictly increasing from 1."""
+    ts: str
+    """Commit time, RFC 3339 UTC."""
+    session_id: str
+    type: str
+    """Dotted event type, a key of :data:`EVENT_TYPES`."""
+    payload: dict[str, Any]
+
+    def to_json_bytes(self) -> bytes:
+        """Compact JSON of the envelope (one transcript line without the newline)."""
+        return orjson.dumps(
+            {"seq": self.seq, "ts": self.ts, "session_id": self.session_id, "type": self.type, "payload": self.payload}
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The envelope as a plain dict."""
+        return {"seq": self.seq, "ts": self.ts, "session_id": self.session_id, "type": self.type, "payload": self.payload}
+
+
+class _P(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _TurnP(_P):
+    turn_id: str | None = None
+
+
+class SessionCreated(_P):
+    """A session was created (always seq 1)."""
+
+    type: Literal["session.created"] = "session.created"
+    cwd: str
+    model: str | None = None
+    title: str | None = None
+
+
+class SessionStatusChanged(_TurnP):
+    """The session status changed (only through the journal's guarded transition)."""
+
+    type: Literal["session.status"] = "session.status"
+    status: SessionStatus
+    previous: SessionStatus | None = None
+    reason: str | None = None
+
+
+class TurnStarted(_TurnP):
+    """A turn began (a user message was accepted)."""
+
+    type: Literal["turn.started"] = "turn.started"
+
+
+class UserMessage(_TurnP):
+    """The user's message text."""
+
+    type: Literal["user.message"] = "user.message"
+    text: str
+
+
+class AssistantDelta(_TurnP):
+    """A fragment of streamed assistant text (durable, batched)."""
+
+    type: Literal["assistant.delta"] = "assistant.delta"
+    text: str
+    step_id: str | None = None
+    attempt: int = 1
+    kind: Literal["text", "reasoning"] = "text"
+
+
+class AssistantMessage(_TurnP):
+    """The final assistant message of a step, what clients reconcile against."""
+
+    type: Literal["assistant.message"] = "assistant.message"
+    text: str
+    message: dict[str, Any]
+    """The full :class:`~acagent.messages.Message` (parts, tool calls) as JSON."""
+    interrupted: bool = False
+    """True when this is the partial text kept after a cancel."""
+    step_id: str | None = None
+
+
+class ToolCallEvent(_TurnP):
+    """The model asked for a tool call; its intent row is durable."""
+
+    type: Literal["tool.call"] = "tool.call"
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolStarted(_TurnP):
+    """A tool call started running."""
+
+    type: Literal["tool.started"] = "tool.started"
+    tool_call_id: str
+    name: str
+    pid: int | None = None
+
+
+class ToolOutput(_TurnP):
+    """A chunk of a running tool's live output."""
+
+    type: Literal["tool.output"] = "tool.output"
+    tool_call_id: str
+    text: str
+
+
+class ToolResultEvent(_TurnP):
+    """A tool call reached a terminal state; ``content`` is what the model gets."""
+
+    type: Literal["tool.result"] = "tool.result"
+    tool_call_id: str
+    name: str
+    status: Literal["ok", "error", "interrupted", "denied"]
+    content: str
+    is_error: bool
+    exit_code: int | None = None
+
+
+class ApprovalRequested(_TurnP):
+    """A tool call waits for the user's decision."""
+
+    type: Literal["approval.requested"] = "approval.requested"
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+    command: str | None = None
+    """For ``shell``: the command byte for byte as it would run."""
+    kind: Literal["tool", "question"] = "tool"
+    question: str | None = None
+
+
+class ApprovalResolved(_TurnP):
+    """An approval was decided (first committed decision wins)."""
+
+    type: Literal["approval.resolved"] = "approval.resolved"
+    tool_call_id: str
+    decision: Literal["allow", "deny", "always", "timeout", "cancelled", "answered"]
+    reason: str | None = None
+
+
+class StepStarted(_TurnP):
+    """An LLM call is about to be made; its ``step`` row is inflight."""
+
+    type: Literal["step.started"] = "step.started"
+    step_id: str
+    request_id: str
+    attempt: int
+
+
+class StepFinished(_TurnP):
+    """An LLM call finished and its result is committed."""
+
+    type: Literal["step.finished"] = "step.finished"
+    step_id: str
+    request_id: str
+    attempt: int
+    finish_reason: str
+
+
+class LlmRetry(_TurnP):
+    """A failed LLM attempt will be retried; drop its partial text."""
+
+    type: Literal["llm.retry"] = "llm.retry"
+    attempt: int
+    """The attempt that failed (1-based)."""
+    reason: str
+    delay_ms: int
+    error: str | None = None
+
+
+class UsagePayload(_TurnP):
+    """Token usage of one step and the session totals."""
+
+    type: Literal["usage"] = "usage"
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    session_input_tokens: int = 0
+    session_output_tokens: int = 0
+
+
+class ErrorPayload(_TurnP):
+    """A warning or error worth showing (e.g. skipped transcript lines)."""
+
+    type: Literal["error"] = "error"
+    code: str
+    message: str
+    detail: Any = None
+
+
+class TurnCompleted(_TurnP):
+    """The turn finished with a final answer."""
+
+    type: Literal["turn.completed"] = "turn.completed"
+    text: str = ""
+
+
+class TurnInterrupted(_TurnP):
+    """The turn was cancelled (``reason``: ``user``, ``shutdown``, ``timeout``)."""
+
+    type: Literal["turn.interrupted"] = "turn.interrupted"
+    reason: str = "user"
+
+
+class TurnFailed(_TurnP):
+    """The turn failed (provider errors after retries, invalid state)."""
+
+    type: Literal["turn.failed"] = "turn.failed"
+    error_type: str = Field(alias="type_", default="error")
+    message: str
+    retryable: bool = False
+
+
+class Checkpoint(_P):
+    """The full model context up to ``upto_seq`` (resume = last checkpoint + tail)."""
+
+    type: Literal["checkpoint"] = "checkpoint"
+    upto_seq: int
+    messages: list[dict[str, Any]]
+
+
+AnyPayload = Annotated[
+    SessionCreated
+    | SessionStatusChanged
+    | TurnStarted
+    | UserMessage
+    | AssistantDelta
+    | AssistantMessage
+    | ToolCallEvent
+    | ToolStarted
+    | ToolOutput
+    | ToolResultEvent
+    | ApprovalRequested
+    | ApprovalResolved
+    | StepStarted
+    | StepFinished
+    | LlmRetry
+    | UsagePayload
+    | ErrorPayload
+    | TurnCompleted
+    | TurnInterrupted
+    | TurnFailed
+    | Checkpoint,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: dict[str, type[BaseModel]] = {
+    m.model_fields["type"].default: m
+    for m in (
+        SessionCreated,
+        SessionStatusChanged,
+        TurnStarted,
+        UserMessage,
+        AssistantDelta,
+        AssistantMessage,
+        ToolCallEvent,
+        ToolStarted,
+        ToolOutput,
+        ToolResultEvent,
+        ApprovalRequested,
+        ApprovalResolved,
+        StepStarted,
+        StepFinished,
+        LlmRetry,
+        UsagePayload,
+        ErrorPayload,
+        TurnCompleted,
+        TurnInterrupted,
+        TurnFailed,
+        Checkpoint,
+    )
+}
+
+PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload)
+
+# Hot-path types whose payloads are built by the loop itself; they skip validation.
+_TRUSTED = frozenset({"assistant.delta", "tool.output"})
+
+
+def make_payload(event_type: str, **fields: Any) -> dict[str, Any]:
+    """Validate ``fields`` against the model of ``event_type`` and return the payload dict.
+
+    The ``type`` tag is not stored in the payload (it is the envelope's ``type``). ``turn.failed``
+    takes its error type as ``type_`` and stores it as ``type``.
+
+    Raises:
+        KeyError: unknown event type.
+        pydantic.ValidationError: the fields do not fit the model.
+    """
+    model = EVENT_TYPES[event_type]
+    if event_type in _TRUSTED:
+        return {k: v for k, v in fields.items() if v is not None}
+    obj = model.model_validate(fields)
+    data = obj.model_dump(mode="json", exclude_none=True, by_alias=False)
+    data.pop("type", None)
+    if event_type == "turn.failed":
+        data["type"] = data.pop("error_type")
+    return data

@@ -1,0 +1,83 @@
+"""Rebuild the model context from journal events (latest checkpoint + tail).
+
+No table stores "the conversation": the context is a fold over ``checkpoint``, ``user.message``,
+``assistant.message`` and ``tool.result`` events. The fold keeps the shape every strict provider
+accepts:
+
+- tool results are placed in the user message right after the assistant message that asked for
+  them, before any user text, in the order of the assistant's tool calls (the loop closes every
+  call before a new turn starts);
+- an interrupted assistant message with no text is skipped (never an empty message);
+- two user messages in a row are merged into one (policy for strict role alternation, F02).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from acagent.events import Event
+from acagent.messages import MESSAGES_ADAPTER, Message, TextPart, ToolResultPart
+
+__all__ = ["ContextBuilder", "build_context"]
+
+_FOLDED = frozenset({"checkpoint", "user.message", "assistant.message", "tool.result"})
+
+
+class ContextBuilder:
+    """Incremental fold of events into a list of :class:`Message` (ascending seq)."""
+
+    def __init__(self, messages: list[Message] | None = None) -> None:
+        self.messages: list[Message] = list(messages or [])
+        self.last_seq = 0
+        """Seq of the latest event that changed the context."""
+
+    def apply(self, event: Event) -> None:
+        """Fold one event; other event types are ignored."""
+        if event.type in _FOLDED:
+            self.apply_raw(event.type, event.payload)
+            self.last_seq = event.seq
+
+    def apply_raw(self, typ: str, payload: dict[str, Any]) -> None:
+        """Fold one ``(type, payload)`` pair."""
+        if typ == "checkpoint":
+            self.messages = MESSAGES_ADAPTER.validate_python(payload["messages"])
+        elif typ == "user.message":
+            self._add_user([TextPart(text=payload["text"])])
+        elif typ == "assistant.message":
+            msg = Message.model_validate(payload["message"])
+            if msg.parts:
+                self.messages.append(msg)
+        elif typ == "tool.result":
+            part = ToolResultPart(
+                tool_call_id=payload["tool_call_id"],
+                name=payload["name"],
+                content=payload["content"] or "(no output)",
+                is_error=bool(payload.get("is_error")),
+            )
+            last = self.messages[-1] if self.messages else None
+            if last is not None and last.role == "user":
+                results = [p for p in last.parts if isinstance(p, ToolResultPart)] + [part]
+                others = [p for p in last.parts if not isinstance(p, ToolResultPart)]
+                asked = self.messages[-2] if len(self.messages) >= 2 else None
+                if asked is not None and asked.role == "assistant":
+                    order = {c.tool_call_id: i for i, c in enumerate(asked.tool_calls)}
+                    results.sort(key=lambda r: order.get(r.tool_call_id, len(order)))
+                self.messages[-1] = Message(role="user", parts=[*results, *others])
+            else:
+                self.messages.append(Message(role="user", parts=[part]))
+
+    def _add_user(self, parts: list[Any]) -> None:
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last.role == "user":
+            self.messages[-1] = Message(role="user", parts=[*last.parts, *parts])
+        else:
+            self.messages.append(Message(role="user", parts=parts))
+
+
+def build_context(events: Iterable[Event]) -> list[Message]:
+    """The model context from ``events`` (a checkpoint resets it)."""
+    builder = ContextBuilder()
+    for event in events:
+        builder.apply(event)
+    return builder.messages

@@ -1,0 +1,129 @@
+"""SessionWriter: journal first, then fan-out — the one path events take.
+
+Every event of a session passes through :meth:`SessionWriter.commit`: it commits the events (with
+any guarded row ops, fenced by the writer's lease) in one journal transaction, then folds them
+into the in-memory model context and publishes them on the bus, in seq order. Nothing reaches a
+subscriber before it is durable.
+
+Bursts (``assistant.delta``, ``tool.output``) are buffered by :meth:`SessionWriter.delta` and
+group-committed: the flush task commits whatever accumulated while the previous commit ran, so an
+idle stream pays one small transaction per delta and a fast one a transaction per batch. A
+commit of other events first takes the buffered deltas along (order is preserved). The buffer is
+bounded: :meth:`SessionWriter.backpressure` makes the producer wait while it is over
+``max_buffered`` (e.g. while another process holds the SQLite write lock).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from acagent.bus import RunnerEventBus
+from acagent.events import Event
+from acagent.runner._context import ContextBuilder
+from acagent.store import Lease, Op, SqliteJournal
+
+__all__ = ["SessionWriter", "crash_point"]
+
+CRASH_POINTS = frozenset(
+    {
+        "after_turn_accepted",
+        "after_step_inflight",
+        "mid_stream",
+        "before_step_commit",
+        "after_step_commit",
+        "after_tool_intent",
+        "mid_tool",
+        "after_tool_result_before_wake",
+        "waiting_approval",
+    }
+)
+
+
+def crash_point(name: str, crash_at: str | None) -> None:
+    """SIGKILL this process if ``crash_at`` (``ACAGENT_CRASH_AT``) names this point (tests only)."""
+    if crash_at is not None and crash_at == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class SessionWriter:
+    """Commits one session's events and publishes them.
+
+    Args:
+        journal: the journal.
+        session_id: the session.
+        bus: the session's bus (events are published after commit).
+        context: the in-memory model context, kept in step with the journal.
+        max_buffered: bound on buffered deltas before the producer must wait.
+    """
+
+    def __init__(
+        self,
+        journal: SqliteJournal,
+        session_id: str,
+        bus: RunnerEventBus,
+        context: ContextBuilder,
+        *,
+        max_buffered: int = 5000,
+    ) -> None:
+        self.journal = journal
+        self.session_id = session_id
+        self.bus = bus
+        self.context = context
+        self.lease: Lease | None = None
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._lock = anyio.Lock()
+        self._wake = anyio.Event()
+        self._max_buffered = max_buffered
+
+    async def commit(self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op] = ()) -> list[Event]:
+        """Commit buffered deltas plus ``events`` (and ``ops``) in one transaction, then publish.
+
+        Raises:
+            StaleLease, InvalidTransition, JournalError: from :meth:`SqliteJournal.commit`;
+                nothing was written and the buffered deltas are kept for the next commit.
+        """
+        async with self._lock:
+            pending, self._pending = self._pending, []
+            try:
+                committed = await self.journal.commit(
+                    self.session_id, [*pending, *events], lease=self.lease, ops=ops
+                )
+            except BaseException:
+                self._pending[:0] = pending
+                raise
+            for event in committed:
+                self.context.apply(event)
+                self.bus.publish(event)
+            return committed
+
+    def delta(self, event_type: str, payload: dict[str, Any]) -> None:
+        """Buffer a burst event (``assistant.delta``, ``tool.output``) for the flush task."""
+        self._pending.append((event_type, payload))
+        self._wake.set()
+
+    @property
+    def buffered(self) -> int:
+        """Deltas waiting to be committed."""
+        return len(self._pending)
+
+    async def backpressure(self) -> None:
+        """Wait while more than ``max_buffered`` deltas wait for their commit."""
+        while len(self._pending) > self._max_buffered:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Commit buffered deltas now (no-op when none)."""
+        if self._pending:
+            await self.commit([])
+
+    async def flush_loop(self) -> None:
+        """Run until cancelled: commit buffered deltas as they arrive (group commit)."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            await self.flush()

@@ -1,0 +1,141 @@
+"""Schema migrations: named functions, applied once, recorded in ``migrations``, never edited.
+
+Every column is commented. ``event`` is append-only; the mutable rows (``session``, ``step``,
+``tool_call``) change only through the guarded functions of :mod:`acagent.store._journal`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+__all__ = ["MIGRATIONS", "migrate"]
+
+
+def m001_initial(db: sqlite3.Connection) -> None:
+    """Sessions, events, LLM steps and tool calls."""
+    _execute_script(
+        db,
+        """
+        CREATE TABLE session (
+            id               TEXT PRIMARY KEY,      -- ses_<hex>
+            cwd              TEXT NOT NULL,         -- absolute canonical workspace root
+            title            TEXT,                  -- user title or first message (truncated)
+            model            TEXT,                  -- PROVIDER:MODEL of the session
+            status           TEXT NOT NULL,         -- pending|running|waiting_tool|waiting_user|done|cancelled|failed
+            created_at       TEXT NOT NULL,         -- RFC 3339 UTC
+            updated_at       TEXT NOT NULL,         -- RFC 3339 UTC, last event commit
+            last_seq         INTEGER NOT NULL DEFAULT 0,  -- highest committed event seq
+            turn_id          TEXT,                  -- the current (or last) turn
+            lease_owner      TEXT,                  -- worker id holding the lease (NULL = free)
+            lease_host       TEXT,                  -- hostname of the lease holder
+            lease_pid        INTEGER,               -- pid of the lease holder
+            lease_expires_at REAL,                  -- unix seconds
+            fencing_token    INTEGER NOT NULL DEFAULT 0,  -- bumped on every lease acquisition
+            cancel_requested INTEGER NOT NULL DEFAULT 0,  -- 1 = cancel asked (any process may set it)
+            input_tokens     INTEGER NOT NULL DEFAULT 0,  -- session total, tokens
+            output_tokens    INTEGER NOT NULL DEFAULT 0,  -- session total, tokens
+            llm_calls        INTEGER NOT NULL DEFAULT 0,  -- LLM requests made (all attempts)
+            llm_retries      INTEGER NOT NULL DEFAULT 0,  -- attempts beyond the first
+            approval_rules   TEXT NOT NULL DEFAULT '{}',  -- JSON: what `always` answers remembered
+            last_message     TEXT,                  -- text of the latest user/assistant message
+            checkpoint_seq   INTEGER NOT NULL DEFAULT 0,  -- seq of the latest checkpoint event
+            checkpoint_bytes INTEGER NOT NULL DEFAULT 0,  -- its payload size, bytes
+            tail_bytes       INTEGER NOT NULL DEFAULT 0,  -- context bytes committed since it
+            warnings         TEXT                   -- JSON list of warnings (e.g. transcript repair)
+        );
+        CREATE INDEX session_cwd ON session (cwd, updated_at);
+        CREATE TABLE event (
+            session_id TEXT NOT NULL,               -- session.id
+            seq        INTEGER NOT NULL,            -- per-session, strictly increasing from 1
+            ts         TEXT NOT NULL,               -- commit time, RFC 3339 UTC
+            type       TEXT NOT NULL,               -- dotted event type
+            payload    TEXT NOT NULL,               -- JSON payload
+            PRIMARY KEY (session_id, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE step (
+            session_id  TEXT NOT NULL,              -- session.id
+            request_id  TEXT NOT NULL,              -- session|context seq|context digest|attempt
+            step_id     TEXT NOT NULL,              -- session|context seq|digest (same for every attempt)
+            turn_id     TEXT NOT NULL,
+            digest      TEXT NOT NULL,              -- sha256 of system prompt + messages
+            attempt     INTEGER NOT NULL,           -- 1-based
+            status      TEXT NOT NULL,              -- inflight|done|failed
+            error       TEXT,                       -- why it failed
+            started_at  TEXT NOT NULL,
+            finished_at TEXT,
+            PRIMARY KEY (session_id, request_id)
+        );
+        CREATE INDEX step_by_digest ON step (session_id, step_id, attempt);
+        CREATE TABLE tool_call (
+            session_id     TEXT NOT NULL,           -- session.id
+            tool_call_id   TEXT NOT NULL,           -- provider id (unique per session)
+            turn_id        TEXT NOT NULL,
+            step_id        TEXT NOT NULL,           -- the step that asked for it
+            idx            INTEGER NOT NULL,        -- position in the assistant message
+            name           TEXT NOT NULL,           -- tool name
+            arguments      TEXT NOT NULL,           -- JSON arguments
+            arguments_error TEXT,                   -- why the streamed arguments were unusable
+            status         TEXT NOT NULL,           -- dispatched|waiting_user|running|done|failed
+            approval       TEXT NOT NULL,           -- none|pending|allow|deny|always|timeout|cancelled
+            approval_note  TEXT,                    -- who/why the approval was resolved
+            runner         TEXT,                    -- worker id running it
+            pid            INTEGER,                 -- process group of a shell tool
+            run_expires_at REAL,                    -- unix seconds; run lease
+            idempotent     INTEGER NOT NULL,        -- 1 = safe to re-run after a crash
+            result_status  TEXT,                    -- ok|error|interrupted|denied
+            PRIMARY KEY (session_id, tool_call_id)
+        );
+        """
+    )
+
+
+def _execute_script(db: sqlite3.Connection, script: str) -> None:
+    """Run ``;``-separated statements inside the caller's transaction.
+
+    (``sqlite3.Connection.executescript`` would COMMIT first, breaking the migration's
+    transaction.)
+    """
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            db.execute(buf)
+            buf = ""
+    if buf.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {buf[:80]!r}")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction.
+
+    Returns:
+        Names of the migrations applied now.
+    """
+    db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {row[0] for row in db.execute("SELECT name FROM migrations")}
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-check under the write lock: another process may have migrated meanwhile.
+            if db.execute("SELECT 1 FROM migrations WHERE name = ?", (fn.__name__,)).fetchone():
+                db.execute("COMMIT")
+                continue
+            fn(db)
+            db.execute(
+                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                (fn.__name__, datetime.now(UTC).isoformat()),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        applied.append(fn.__name__)
+    return applied
