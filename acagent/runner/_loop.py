@@ -79,6 +79,24 @@ class AgenticLoop:
             [("turn.completed", make_payload("turn.completed", turn_id=turn_id, text=text))],
             ops=[SetStatus("done", ACTIVE, turn_id=turn_id)],
         )
+        await self.maybe_checkpoint(rt)
+
+    async def maybe_checkpoint(self, rt: InProcessRunner) -> bool:
+        """Write a ``checkpoint`` (full context) when the tail outgrew the last one.
+
+        Policy: checkpoint when the context bytes committed since the last checkpoint exceed
+        ``checkpoint_ratio`` × that checkpoint's size (and 4 KiB). Each checkpoint is then at
+        least (1 + ratio) × the previous one, so their total size is linear in the session
+        length (amortised O(1) per event), and resume reads one checkpoint plus a bounded tail.
+        """
+        row = await rt.journal.get_session(rt.session_id)
+        if row.tail_bytes <= max(4096, rt.settings.checkpoint_ratio * row.checkpoint_bytes):
+            return False
+        messages = [m.model_dump(mode="json") for m in rt.context.messages]
+        await rt.writer.commit(
+            [("checkpoint", make_payload("checkpoint", upto_seq=rt.context.last_seq, messages=messages))]
+        )
+        return True
 
     def _tool_definitions(self, rt: InProcessRunner) -> list[ToolDefinition]:
         if not rt.tools_enabled:

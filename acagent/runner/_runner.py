@@ -161,7 +161,7 @@ class InProcessRunner:
         self.context = ContextBuilder()
         self.writer = SessionWriter(journal, row.id, self.bus, self.context)
         self.tools = tools if tools is not None else default_tools()
-        self.policy = ApprovalPolicy.from_json(row.approval_rules, settings.shell_allow)
+        self.policy = ApprovalPolicy.from_json(_json(row.approval_rules or "{}"), settings.shell_allow)
         self.interactive = interactive
         self.usage_totals = [row.input_tokens, row.output_tokens]
         self.current_stream: Any = None
