@@ -694,7 +694,7 @@ class MockProvider:
         """Start serving in a background thread."""
         self._thread = threading.Thread(
             target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
+            kwargs={"poll_interval": 0.01},
             name="mock-provider",
             daemon=True,
         )
