@@ -120,10 +120,12 @@ def _split_pattern(root: Path, base: Path, pattern: str) -> tuple[Path, str]:
         except PathOutsideWorkspace as exc:
             raise PathOutsideWorkspace(pattern, exc.resolved, exc.root) from None
         raise InvalidPath(pattern, "glob patterns may not contain '..' components")
-    if not pattern.startswith("/"):
-        return base, pattern
-    # Absolute: the literal leading directories must resolve inside the workspace.
     parts = [c for c in components if c not in ("", ".")]
+    if not pattern.startswith("/"):
+        if not parts:  # "." or "./": the directory itself
+            return base.parent, base.name
+        return base, "/".join(parts)
+    # Absolute: the literal leading directories must resolve inside the workspace.
     split = next((i for i, c in enumerate(parts) if _has_magic(c)), len(parts))
     prefix = "/" + "/".join(parts[:split])
     try:

@@ -17,11 +17,12 @@ Decision for one call, in order (:meth:`ApprovalPolicy.needs_approval`):
 
 What an ``always`` answer remembers (:meth:`ApprovalPolicy.rule_for_always`):
 
-* ``shell``: the **program** (``{"kind": "shell_program", "program": "rg"}``) when the command
-  itself would be admitted with only its argv[0] on the list; so after ``always`` on
-  ``rg a f.txt``, ``rg b f.txt`` runs too, but ``rg --pre sh x`` still asks. Otherwise only the
-  **exact string** (``{"kind": "shell_exact", "command": ...}``): ``always`` on ``env`` or on
-  ``make && make test`` admits that identical string again and nothing else.
+* ``shell``: the **exact string** always (``{"kind": "shell_exact", "command": ...}``), so an
+  identical repeat never asks again; and also the **program** (``{"kind": "shell_program",
+  "program": "rg", "command": ...}``) when the command passes the rule with only its argv[0] on
+  the list (path containment aside: paths are checked on each later use). So after ``always``
+  on ``rg a f.txt``, ``rg b f.txt`` runs too, but ``rg --pre sh x`` still asks; ``always`` on
+  ``env`` or on ``make && make test`` admits that identical string again and nothing else.
 * any other tool: the **tool** (``{"kind": "tool", "tool": "write_file"}``).
 
 An allow-list entry admits exactly what a remembered program admits. Remembered rules are
@@ -103,8 +104,12 @@ class ApprovalPolicy:
         Args:
             tool: the tool called.
             args: its arguments.
-            ctx: the call context; without it a shell command is remembered as an exact
-                string only (the program rule needs the workspace root for its path check).
+            ctx: unused (accepted for symmetry with :meth:`needs_approval`): the program rule does
+                not depend on the workspace, its paths are checked on every use.
+
+        Returns:
+            ``{"kind": "tool", "tool": name}``, ``{"kind": "shell_program", "program": p,
+            "command": c}`` (remembers both) or ``{"kind": "shell_exact", "command": c}``.
         """
         if tool.read_only:
             return None
@@ -114,8 +119,8 @@ class ApprovalPolicy:
         if command is None:
             return None
         program = first_word(command)
-        if program is not None and ctx is not None and shell_command_admitted(command, ctx.cwd, {program}):
-            return {"kind": "shell_program", "program": program}
+        if program is not None and shell_command_admitted(command, None, {program}):
+            return {"kind": "shell_program", "program": program, "command": command}
         return {"kind": "shell_exact", "command": command}
 
     def add_rule(self, rule: dict[str, Any]) -> None:
@@ -130,6 +135,8 @@ class ApprovalPolicy:
                 self.always_tools.add(str(rule["tool"]))
             elif kind == "shell_program":
                 self.shell_programs.add(str(rule["program"]))
+                if rule.get("command") is not None:
+                    self.shell_exact.add(str(rule["command"]))
             elif kind == "shell_exact":
                 self.shell_exact.add(str(rule["command"]))
             else:

@@ -226,7 +226,7 @@ _TABLE: dict[str, _Options] = {
     "rg": _Options(
         banned_short=frozenset("z"),
         banned_long=frozenset({"pre", "pre-glob", "search-zip", "hostname-bin"}),
-        takes_value=frozenset("ABCEefgjMmrTt"),
+        takes_value=frozenset("ABCdEefgjMmrTt"),
     ),
     "printf": _Options(banned_short=frozenset("v")),
     "tree": _Options(banned_short=frozenset("o"), banned_long=frozenset({"output"})),
@@ -269,7 +269,9 @@ def _long_matches(name: str, names: frozenset[str]) -> bool:
     return bool(name) and any(full.startswith(name) or name.startswith(full) for full in names)
 
 
-def _paths_ok(root: Path, operands: list[str]) -> bool:
+def _paths_ok(root: Path | None, operands: list[str]) -> bool:
+    if root is None:
+        return True
     for arg in operands:
         try:
             resolve_in_workspace(root, arg)
@@ -324,7 +326,7 @@ def _parse(args: list[str], takes_value: frozenset[str]) -> _Parsed | None:
     return parsed
 
 
-def _check_generic(argv: list[str], root: Path, opts: _Options) -> bool:
+def _check_generic(argv: list[str], root: Path | None, opts: _Options) -> bool:
     parsed = _parse(argv[1:], opts.takes_value)
     if parsed is None:
         return False
@@ -335,7 +337,7 @@ def _check_generic(argv: list[str], root: Path, opts: _Options) -> bool:
     return _paths_ok(root, parsed.operands + parsed.option_values)
 
 
-def _check_find(argv: list[str], root: Path) -> bool:
+def _check_find(argv: list[str], root: Path | None) -> bool:
     args = argv[1:]
     if any(arg in _FIND_BANNED for arg in args):
         return False
@@ -345,7 +347,7 @@ def _check_find(argv: list[str], root: Path) -> bool:
     return _paths_ok(root, operands)
 
 
-def _check_sed(argv: list[str], root: Path) -> bool:
+def _check_sed(argv: list[str], root: Path | None) -> bool:
     parsed = _parse(argv[1:], _SED_SHORT_VALUE)
     if parsed is None:
         return False
@@ -372,7 +374,7 @@ def _check_sed(argv: list[str], root: Path) -> bool:
     return _paths_ok(root, operands)
 
 
-def _check_git(argv: list[str], root: Path) -> bool:
+def _check_git(argv: list[str], root: Path | None) -> bool:
     if len(argv) < 2 or argv[1] not in _GIT_SUBCOMMANDS:
         return False
     parsed = _parse(argv[2:], frozenset())
@@ -394,12 +396,13 @@ def _check_git(argv: list[str], root: Path) -> bool:
     return _paths_ok(root, parsed.operands + parsed.option_values)
 
 
-def shell_command_admitted(command: str, root: Path, programs: set[str] | frozenset[str]) -> bool:
+def shell_command_admitted(command: str, root: Path | None, programs: set[str] | frozenset[str]) -> bool:
     """Whether ``command`` may run without approval under the rule in the module docstring.
 
     Args:
         command: the exact string the shell tool would pass to ``bash -c``.
-        root: the session's workspace root.
+        root: the session's workspace root; None skips condition 5 (used to decide what an
+            ``always`` answer remembers, never to admit a call).
         programs: admitted program names (allow-list plus remembered ``always`` programs).
 
     Returns:
