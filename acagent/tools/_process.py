@@ -97,7 +97,6 @@ async def _wait_group_dead(pgid: int, timeout_s: float) -> bool:
     with anyio.move_on_after(max(timeout_s, 0.0)):
         while group_members(pgid):
             await anyio.sleep(_POLL_S)
-        return True
     return not group_members(pgid)
 
 
@@ -112,16 +111,22 @@ async def kill_process_group(pgid: int, grace_s: float) -> bool:
         grace_s: seconds to wait after SIGTERM before SIGKILL.
 
     Returns:
-        True if no live member remains afterwards.
+        True if no live member remains afterwards; False (and nothing signalled) for a
+        ``pgid`` of 0 or 1 or the caller's own process group.
     """
-    if pgid <= 1:
-        raise ValueError(f"refusing to signal process group {pgid!r}")
+    if pgid <= 1 or pgid == os.getpgrp():  # never our own group (0 means it too) or init's
+        return False
     with anyio.CancelScope(shield=True):
-        if not group_members(pgid):
-            return True
-        _signal_group(pgid, signal.SIGTERM)
-        _signal_group(pgid, signal.SIGCONT)
-        if await _wait_group_dead(pgid, grace_s):
-            return True
-        _signal_group(pgid, signal.SIGKILL)
-        return await _wait_group_dead(pgid, 1.0)
+        dead = await _terminate(pgid, grace_s)
+    return dead
+
+
+async def _terminate(pgid: int, grace_s: float) -> bool:
+    if not group_members(pgid):
+        return True
+    _signal_group(pgid, signal.SIGTERM)
+    _signal_group(pgid, signal.SIGCONT)
+    if await _wait_group_dead(pgid, grace_s):
+        return True
+    _signal_group(pgid, signal.SIGKILL)
+    return await _wait_group_dead(pgid, 1.0)

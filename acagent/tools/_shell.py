@@ -264,10 +264,12 @@ class _Run:
         code = self.process.returncode
         data: dict[str, Any] = {"pgid": self.pgid, "omitted_bytes": self.capture.omitted_bytes}
         if timed_out:
-            note = f"[timed out after {timeout_s:g} s; the process group was killed]"
+            timeout_note = f"[timed out after {timeout_s:g} s; the process group was killed]"
             data["timed_out"] = True
-            return ToolResult(content=_with_note(output, note), status="error", exit_code=code, data=data)
-        note = None
+            return ToolResult(
+                content=_with_note(output, timeout_note), status="error", exit_code=code, data=data
+            )
+        note: str | None = None
         if code is not None and code < 0:
             try:
                 sig_name = signal.Signals(-code).name
