@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
+from typing import Any
+
 from acagent.messages import Message, TextPart
 from acagent.providers._base import ModelRequest, Response, StreamEvent, ToolDefinition
 
@@ -34,3 +39,112 @@ async def collect(provider: object, request: ModelRequest) -> tuple[list[StreamE
         async for event in stream:
             events.append(event)
         return events, stream.get()
+
+
+# --------------------------------------------------------------------------- F12 byte streams
+
+
+def f12_openai_stream() -> bytes:
+    """The F12 OpenAI stream, regenerated from the case's snippet (330 bytes)."""
+    ev1 = 'data: {"choices":[{"index":0,"delta":{"content":"caf\u00e9 \U0001f600"}}]}\n\n'.encode()
+    ev2 = (
+        'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_U","type":"function",'
+        '"function":{"name":"read_file","arguments":"{\\"path\\": \\"r\u00e9sum\u00e9.txt\\"}"}}]}}]}\n\n'
+    ).encode()
+    ev3 = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'
+    ev4 = b"data: [DONE]\n\n"
+    return ev1 + ev2 + ev3 + ev4
+
+
+def f12_anthropic_stream() -> bytes:
+    """The F12 Anthropic stream, regenerated from the case's snippet (1,259 bytes)."""
+
+    def ev(name: str, data: dict[str, Any]) -> bytes:
+        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        return f"event: {name}\ndata: {body}\n\n".encode()
+
+    def delta(i: int, d: dict[str, Any]) -> bytes:
+        return ev("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d})
+
+    return b"".join(
+        [
+            ev(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_f12",
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [],
+                        "model": "mock",
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 10, "output_tokens": 1},
+                    },
+                },
+            ),
+            ev(
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+            delta(0, {"type": "text_delta", "text": "caf\u00e9 \U0001f600"}),
+            ev("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ev(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 1,
+                    "content_block": {"type": "tool_use", "id": "toolu_U", "name": "read_file", "input": {}},
+                },
+            ),
+            delta(1, {"type": "input_json_delta", "partial_json": '{"path": "r\\u00'}),
+            delta(1, {"type": "input_json_delta", "partial_json": 'e9sum\\u00e9.txt"}'}),
+            ev("content_block_stop", {"type": "content_block_stop", "index": 1}),
+            ev(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": 20},
+                },
+            ),
+            ev("message_stop", {"type": "message_stop"}),
+        ]
+    )
+
+
+F12_SHA256 = {
+    "openai": "79a003f0a9a5316ee6906f4561a805b58f828f1e8d3f1a8af471728be68417ca",
+    "anthropic": "159fa47cfb8906973c68f7467b324643f13899cd82771aaea5cbd1fca51c71ec",
+}
+
+
+def _split_at(stream: bytes, offsets: list[int]) -> list[bytes]:
+    cuts = [0, *sorted(set(offsets)), len(stream)]
+    return [stream[a:b] for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def f12_chunkings(stream: bytes) -> dict[str, list[bytes]]:
+    """S1–S5 of F12 for ``stream``: name → chunk list.
+
+    S1 splits inside the first ``é`` and inside the emoji; S2 after ``data: {"cho`` of the first
+    data line; S3 between the two LF bytes of every event terminator; S4 one byte per chunk;
+    S5 ``[stream[:i], stream[i:]]`` for every ``i``.
+    """
+    e_acute = stream.index("é".encode())
+    emoji = stream.index("😀".encode())
+    data = stream.index(b"data: ")
+    out = {
+        "S1": _split_at(stream, [e_acute + 1, emoji + 2]),
+        "S2": _split_at(stream, [data + 11]),
+        "S3": _split_at(stream, [k for k in range(1, len(stream)) if stream[k - 1 : k + 1] == b"\n\n"]),
+        "S4": [stream[i : i + 1] for i in range(len(stream))],
+    }
+    for i in range(1, len(stream)):
+        out[f"S5-{i}"] = [stream[:i], stream[i:]]
+    return out
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
