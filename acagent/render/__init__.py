@@ -1,1 +1,11 @@
-"""acagent.render."""
+"""Terminal rendering (rich): the live event view, history replay, session tables.
+
+Printing happens only here and in :mod:`acagent.cli`; every other module produces events.
+"""
+
+from __future__ import annotations
+
+from acagent.render._live import EventRenderer
+from acagent.render._sessions import sessions_table, show_session, status_style, summarize_steps
+
+__all__ = ["EventRenderer", "sessions_table", "show_session", "status_style", "summarize_steps"]

@@ -1,0 +1,398 @@
+"""``acagent chat``: an interactive terminal session.
+
+One task consumes ``client.events(since)`` and draws every event in order with
+:class:`~acagent.render.EventRenderer` (on ``--resume``/``--continue`` the events up to the
+session's last seq are drawn first, as history); it hands approvals and turn ends to the main
+task, which reads input with prompt_toolkit, sends messages and asks for approvals.
+
+Keys:
+
+- Ctrl-C during a turn (the terminal is in cooked mode: SIGINT, received with
+  :func:`anyio.open_signal_receiver`) or at an approval prompt (a key in raw mode) cancels the
+  turn; the prompt comes back once ``turn.interrupted`` arrives. Two more presses while the
+  cancel is in progress quit.
+- Ctrl-C or Ctrl-D on the idle prompt: the first press prints a hint, a second one exits (0).
+
+Every prompt runs with ``handle_sigint=False`` so prompt_toolkit never replaces our SIGINT
+handler. Events that arrive while a prompt is shown are drawn above it (``in_terminal``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from acagent.cli._app import app, fail
+from acagent.cli._common import TURN_END, build_settings, open_client, run_async
+
+if TYPE_CHECKING:
+    import anyio.abc
+    from rich.console import Console
+
+    from acagent.cli._common import Opened
+    from acagent.events import Event
+    from acagent.render import EventRenderer
+
+__all__ = ["chat_command"]
+
+HELP = """\
+/help        this help
+/id          print the session id
+/exit        quit (also: Ctrl-C or Ctrl-D twice on an empty prompt)
+Ctrl-C       during a turn: interrupt it
+Approvals    y = yes, n = no, a = always (for this session)"""
+
+_ACTIVE = ("running", "waiting_tool", "waiting_user")
+_ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "always", "always": "always"}
+
+
+@app.command("chat")
+def chat_command(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini.")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")
+    ] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", "-r", help="Session id (or prefix) to resume.")
+    ] = None,
+    continue_: Annotated[
+        bool, typer.Option("--continue", "-c", help="Resume this directory's latest session.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run tools without asking for approval.")] = False,
+    tools: Annotated[
+        str | None, typer.Option("--tools", help="Offer tools to the model: on, off or auto.")
+    ] = None,
+) -> None:
+    """Chat with the agent in this terminal (streams answers, asks before running tools)."""
+    if resume and continue_:
+        fail("--resume and --continue cannot be combined", 2)
+    if tools is not None and tools not in ("on", "off", "auto"):
+        fail("--tools takes on, off or auto", 2)
+    if not sys.stdin.isatty():
+        fail("acagent chat needs a terminal on stdin; use `acagent run PROMPT` in scripts", 2)
+    settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
+    code = run_async(lambda: _chat(settings, resume, continue_))
+    raise typer.Exit(code)
+
+
+async def _chat(settings: Any, resume: str | None, continue_: bool) -> int:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from rich.console import Console
+
+    from acagent.render import EventRenderer
+
+    console = Console(highlight=False)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(settings.home / "history")))
+    async with open_client(settings, resume=resume, continue_=continue_, interactive=True) as opened:
+        chat = _Chat(console, EventRenderer(console, echo_user=False), opened, session, settings)
+        return await chat.run()
+
+
+class _Chat:
+    """The state of one ``acagent chat`` process (see module docstring)."""
+
+    def __init__(
+        self, console: Console, renderer: EventRenderer, opened: Opened, session: Any, settings: Any
+    ):
+        import anyio
+
+        self.console = console
+        self.renderer = renderer
+        self.opened = opened
+        self.client = opened.client
+        self.session = session
+        self.settings = settings
+        self.history_upto = 0 if opened.created else opened.last_seq
+        self.history_done = anyio.Event()
+        self.notes_send, self.notes = anyio.create_memory_object_stream["Event"](1000)
+        self.turn_id: str | None = None
+        self.cancel_presses = 0
+        self.prompting = False
+        self.prompt_scope: anyio.CancelScope | None = None
+        self.prompt_for: str | None = None
+        """tool_call_id of the approval being asked (its resolution elsewhere closes the prompt)."""
+        self.tg: anyio.abc.TaskGroup | None = None
+        self.quit_code: int | None = None
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> int:
+        import anyio
+
+        snapshot = await self.client.snapshot()
+        self._banner(snapshot)
+        async with anyio.create_task_group() as tg:
+            self.tg = tg
+            tg.start_soon(self._watch_sigint)
+            tg.start_soon(self._consume)
+            with anyio.move_on_after(30):
+                await self.history_done.wait()
+            try:
+                code = await self._main(snapshot)
+            finally:
+                tg.cancel_scope.cancel()
+        return self.quit_code if self.quit_code is not None else code
+
+    def _banner(self, snapshot: dict[str, Any]) -> None:
+        from rich.text import Text
+
+        model = self.opened.model or self.settings.model or "(default)"
+        head = Text("acagent", style="bold cyan")
+        head.append(f" · session {self.opened.session_id}", style="bold")
+        head.append(" (new)" if self.opened.created else " (resumed)", style="dim")
+        self.console.print(head)
+        self.console.print(Text(f"model {model} · cwd {snapshot.get('cwd', '')}", style="dim"))
+        if model.startswith("local:"):
+            try:
+                from acagent.providers._local import local_banner  # type: ignore[import-not-found, unused-ignore]
+            except ImportError:
+                pass
+            else:
+                self.console.print(Text(str(local_banner(model)), style="dim"))
+        self.console.print(
+            Text("/help for commands · Ctrl-C interrupts a turn · Ctrl-C twice quits", style="dim")
+        )
+
+    async def _main(self, snapshot: dict[str, Any]) -> int:
+        from acagent.errors import AcagentError, SessionBusy
+
+        if snapshot.get("status") in _ACTIVE:
+            self._note("finishing the interrupted turn…")
+            turn_id: str | None = None
+            try:
+                turn_id = await self.client.send(None)
+            except SessionBusy as exc:  # another process runs it: follow it
+                turn_id = (exc.detail or {}).get("turn_id")
+            except AcagentError as exc:
+                self._error(exc)
+            if turn_id:
+                await self._run_turn(turn_id)
+        idle_presses = 0
+        while True:
+            try:
+                text = await self._prompt([("ansicyan bold", "› ")], history=True)
+            except (KeyboardInterrupt, EOFError):
+                if idle_presses:
+                    return 0
+                idle_presses = 1
+                self._note("press Ctrl-C again (or type /exit) to quit")
+                continue
+            if text is None:
+                continue
+            idle_presses = 0
+            text = text.strip()
+            if not text:
+                continue
+            if text.startswith("/") and "/" not in text[1:].split(" ", 1)[0]:
+                if self._command(text) == "exit":
+                    return 0
+                continue
+            try:
+                turn_id = await self.client.send(text)
+            except AcagentError as exc:
+                self._error(exc)
+                continue
+            await self._run_turn(turn_id)
+
+    def _command(self, text: str) -> str | None:
+        name = text.split()[0].lower()
+        if name in ("/exit", "/quit", "/q"):
+            return "exit"
+        if name == "/help":
+            self.console.print(HELP, markup=False)
+        elif name == "/id":
+            self.console.print(self.opened.session_id, markup=False)
+        else:
+            self._note(f"unknown command {name!r}; /help lists the commands")
+        return None
+
+    # ------------------------------------------------------------------ a turn
+
+    async def _run_turn(self, turn_id: str) -> None:
+        from acagent.store import RESTING
+
+        self.turn_id, self.cancel_presses = turn_id, 0
+        try:
+            pending = self.renderer.pending_approval
+            if pending is not None:
+                await self._approve(pending)
+            while True:
+                event = await self.notes.receive()
+                p = event.payload
+                if event.type == "approval.requested":
+                    current = self.renderer.pending_approval
+                    if current is not None and current.get("tool_call_id") == p.get("tool_call_id"):
+                        await self._approve(p)
+                elif event.type in TURN_END:
+                    if p.get("turn_id") == turn_id:
+                        return
+                    snap = await self.client.snapshot()  # the awaited turn may never start
+                    if snap.get("status") in RESTING and snap.get("turn_id") != turn_id:
+                        return
+        finally:
+            self.turn_id = None
+
+    async def _approve(self, payload: dict[str, Any]) -> None:
+        from acagent.errors import AcagentError, ApprovalNotFound
+
+        call_id = str(payload.get("tool_call_id"))
+        question = payload.get("kind") == "question"
+        answer: str | None = None
+        self.prompt_for = call_id
+        try:
+            while True:
+                try:
+                    reply = await self._prompt(
+                        [("ansiyellow bold", "answer› " if question else "allow? [y/n/a] ")], history=False
+                    )
+                except KeyboardInterrupt:
+                    await self._cancel()
+                    return
+                except EOFError:
+                    reply = "" if question else "n"
+                if reply is None:  # resolved elsewhere, or the turn ended
+                    return
+                if question:
+                    decision, answer = "allow", reply
+                    break
+                decision_or_none = _ANSWERS.get(reply.strip().lower())
+                if decision_or_none is not None:
+                    decision = decision_or_none
+                    break
+                self._note("answer y (yes), n (no) or a (always for this session)")
+        finally:
+            self.prompt_for = None
+        try:
+            await self.client.answer(call_id, decision, answer=answer)
+        except ApprovalNotFound:
+            self._note("that approval was already resolved")
+        except AcagentError as exc:
+            self._error(exc)
+
+    async def _cancel(self) -> None:
+        from acagent.errors import AcagentError
+
+        self.cancel_presses += 1
+        if self.cancel_presses == 1:
+            self._note("interrupting… (Ctrl-C twice more to quit)")
+            try:
+                await self.client.cancel()
+            except AcagentError as exc:
+                self._error(exc)
+        elif self.cancel_presses >= 3:
+            self._note("quitting")
+            self.quit_code = 130
+            if self.tg is not None:
+                self.tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ input
+
+    async def _prompt(self, message: Any, *, history: bool) -> str | None:
+        """One line of input, or None when the prompt was closed by an event.
+
+        Raises:
+            KeyboardInterrupt: Ctrl-C.
+            EOFError: Ctrl-D on an empty line.
+        """
+        import anyio
+        from prompt_toolkit.formatted_text import FormattedText
+
+        self.renderer.finish_line()
+        kwargs: dict[str, Any] = {"handle_sigint": False}
+        if not history:
+            from prompt_toolkit.history import InMemoryHistory
+
+            kwargs["history"] = InMemoryHistory()
+        with anyio.CancelScope() as scope:
+            self.prompt_scope, self.prompting = scope, True
+            try:
+                if history:
+                    return str(await self.session.prompt_async(FormattedText(message), **kwargs))
+                from prompt_toolkit import PromptSession
+
+                return str(await PromptSession[str]().prompt_async(FormattedText(message), **kwargs))
+            finally:
+                self.prompt_scope, self.prompting = None, False
+        return None
+
+    async def _watch_sigint(self) -> None:
+        import anyio
+
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                if self.turn_id is not None:
+                    await self._cancel()
+                elif self.prompt_scope is None:
+                    self._note("(Ctrl-C: nothing is running)")
+
+    # ------------------------------------------------------------------ events
+
+    async def _consume(self) -> None:
+        backlog: list[Event] = []
+        if self.history_upto <= 0:
+            self.history_done.set()
+        async for event in self.client.events(0 if self.history_upto else self.opened.last_seq):
+            if not self.history_done.is_set():
+                if event.seq <= self.history_upto:
+                    backlog.append(event)
+                    if event.seq < self.history_upto:
+                        continue
+                self._history(backlog)
+                if event.seq <= self.history_upto:
+                    continue
+            await self._draw(event)
+            p = event.payload
+            if event.type == "approval.requested" and not self.settings.auto_approve:
+                await self.notes_send.send(event)
+            elif event.type in TURN_END:
+                if self.prompt_for is not None and self.prompt_scope is not None:
+                    self.prompt_scope.cancel()
+                await self.notes_send.send(event)
+            elif (
+                event.type == "approval.resolved"
+                and self.prompt_for == p.get("tool_call_id")
+                and self.prompt_scope is not None
+            ):
+                self.prompt_scope.cancel()
+
+    def _history(self, events: list[Event]) -> None:
+        from rich.text import Text
+
+        if events:
+            self.console.rule(Text("history", style="dim"), style="dim")
+            self.renderer.render_history(events)
+            self.renderer.finish_line()
+            self.console.rule(style="dim")
+        self.history_done.set()
+
+    async def _draw(self, event: Event) -> None:
+        if self.prompting:
+            from prompt_toolkit.application import in_terminal
+
+            async with in_terminal():
+                self.renderer.render(event)
+                self.renderer.finish_line()
+        else:
+            self.renderer.render(event)
+
+    # ------------------------------------------------------------------ output
+
+    def _note(self, text: str) -> None:
+        from rich.text import Text
+
+        self.renderer.finish_line()
+        self.console.print(Text(text, style="dim"))
+
+    def _error(self, exc: Any) -> None:
+        from rich.text import Text
+
+        self.renderer.finish_line()
+        code = getattr(exc, "code", "error")
+        self.console.print(Text(f"error: {getattr(exc, 'message', str(exc))} [{code}]", style="bold red"))

@@ -1,0 +1,205 @@
+"""``acagent sessions list`` and ``acagent sessions show``: session tables and details (rich)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from acagent.events import Event
+from acagent.render._live import EventRenderer
+
+__all__ = ["sessions_table", "show_session", "status_style", "summarize_steps"]
+
+_STATUS_STYLE = {
+    "pending": "dim",
+    "running": "yellow",
+    "waiting_tool": "yellow",
+    "waiting_user": "bold yellow",
+    "done": "green",
+    "cancelled": "yellow",
+    "failed": "red",
+}
+
+
+def status_style(status: str) -> str:
+    """The rich style a session status is shown in."""
+    return _STATUS_STYLE.get(status, "")
+
+
+def _short_ts(ts: Any) -> str:
+    """``2026-11-29T21:13:27.8Z`` → ``2026-11-29 21:13:27`` (other values as ``str``)."""
+    text = "" if ts is None else str(ts)
+    if len(text) >= 19 and text[10] == "T":
+        return text[:10] + " " + text[11:19]
+    return text
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of a row dataclass or of its dict form (HTTP answers)."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def sessions_table(
+    rows: Sequence[dict[str, Any]], show_cwd: bool = False, *, console: Console | None = None
+) -> None:
+    """Print sessions (``SessionRow.to_public()`` dicts, newest first) as a table.
+
+    Args:
+        rows: the sessions.
+        show_cwd: add a working-directory column (``sessions list --all``).
+        console: where to print (default: stdout).
+    """
+    console = console or Console()
+    if not rows:
+        console.print(
+            Text("no sessions" + ("" if show_cwd else " in this directory (try --all)"), style="dim")
+        )
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("id", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("seq", justify="right")
+    if show_cwd:
+        table.add_column("cwd", overflow="fold")
+    table.add_column("title", overflow="ellipsis", no_wrap=True)
+    for row in rows:
+        status = str(row.get("status", ""))
+        cells: list[Any] = [
+            str(row.get("id", "")),
+            Text(status, style=status_style(status)),
+            _short_ts(row.get("updated_at")),
+            str(row.get("last_seq", "")),
+        ]
+        if show_cwd:
+            cells.append(str(row.get("cwd") or ""))
+        cells.append(str(row.get("title") or ""))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def summarize_steps(steps: Iterable[Any]) -> list[dict[str, Any]]:
+    """Group step attempt rows by ``step_id`` (first-seen order).
+
+    Returns:
+        One dict per LLM step: ``step_id``, ``turn_id``, ``attempts`` (rows), ``retries``
+        (attempts - 1), ``status`` (of the last attempt), ``error`` (the last error seen).
+    """
+    grouped: dict[str, dict[str, Any]] = {}
+    for row in steps:
+        step_id = str(_get(row, "step_id"))
+        entry = grouped.setdefault(
+            step_id, {"step_id": step_id, "turn_id": _get(row, "turn_id"), "attempts": [], "error": None}
+        )
+        entry["attempts"].append(row)
+        if _get(row, "error"):
+            entry["error"] = _get(row, "error")
+    for entry in grouped.values():
+        entry["attempts"].sort(key=lambda r: int(_get(r, "attempt", 0) or 0))
+        entry["retries"] = len(entry["attempts"]) - 1
+        entry["status"] = _get(entry["attempts"][-1], "status")
+    return list(grouped.values())
+
+
+def show_session(
+    info: dict[str, Any],
+    steps: Sequence[Any],
+    approvals: Sequence[Any],
+    events: Sequence[Event],
+    *,
+    console: Console | None = None,
+) -> None:
+    """Print one session: status, model, usage, LLM attempts per step, pending approvals, history.
+
+    Args:
+        info: ``SessionRow.to_public()``.
+        steps: ``step`` rows (:class:`~acagent.store.StepRow` or dicts), any order.
+        approvals: pending ``tool_call`` rows (:class:`~acagent.store.ToolCallRow` or dicts).
+        events: the session's events, ascending ``seq``.
+        console: where to print (default: stdout).
+    """
+    console = console or Console()
+    status = str(info.get("status", ""))
+    head = Text()
+    head.append(str(info.get("id", "")), style="bold")
+    head.append("  ")
+    head.append(status, style=status_style(status))
+    console.print(head, highlight=False)
+    usage = info.get("usage") or {}
+    summary = summarize_steps(steps)
+    retries = sum(s["retries"] for s in summary)
+    fields = [
+        ("title", info.get("title") or ""),
+        ("model", info.get("model") or "(default)"),
+        ("cwd", info.get("cwd") or ""),
+        ("created", _short_ts(info.get("created_at"))),
+        ("updated", _short_ts(info.get("updated_at"))),
+        ("last seq", str(info.get("last_seq", ""))),
+        (
+            "usage",
+            f"{int(usage.get('input_tokens') or 0):,} in · {int(usage.get('output_tokens') or 0):,} out tokens",
+        ),
+        (
+            "llm calls",
+            f"{len(summary)} steps, {sum(len(s['attempts']) for s in summary)} attempts, {retries} retries",
+        ),
+    ]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    for label, value in fields:
+        grid.add_row(label, Text(str(value)))
+    console.print(grid)
+    for warning in info.get("warnings") or []:
+        console.print(Text(f"⚠ {warning}", style="yellow"), highlight=False)
+
+    if summary:
+        table = Table(title="LLM steps", title_justify="left", box=None, header_style="bold", pad_edge=False)
+        table.add_column("#", justify="right")
+        table.add_column("turn", no_wrap=True)
+        table.add_column("attempts", justify="right")
+        table.add_column("retries", justify="right")
+        table.add_column("status", no_wrap=True)
+        table.add_column("last error", overflow="ellipsis", no_wrap=True)
+        for n, step in enumerate(summary, 1):
+            st = str(step["status"])
+            table.add_row(
+                str(n),
+                str(step["turn_id"] or ""),
+                str(len(step["attempts"])),
+                Text(str(step["retries"]), style="yellow" if step["retries"] else ""),
+                Text(st, style={"done": "green", "failed": "red", "inflight": "yellow"}.get(st, "")),
+                str(step["error"] or ""),
+            )
+        console.print()
+        console.print(table)
+
+    if approvals:
+        console.print()
+        console.print(Text("Pending approvals", style="bold yellow"))
+        for row in approvals:
+            args = _get(row, "arguments")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    pass
+            shown = args.get("command") if isinstance(args, dict) and _get(row, "name") == "shell" else None
+            if shown is None:
+                shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
+            line = Text(f"  {_get(row, 'tool_call_id')}  ")
+            line.append(str(_get(row, "name")), style="bold")
+            line.append(("  $ " if _get(row, "name") == "shell" else "  ") + str(shown))
+            console.print(line, highlight=False, no_wrap=True, overflow="ellipsis", crop=True)
+        console.print(Text("  answer with `acagent chat --resume ID` (or the web page)", style="dim"))
+
+    console.print()
+    console.rule("history", style="dim")
+    EventRenderer(console).render_history(events)
