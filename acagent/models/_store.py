@@ -89,6 +89,9 @@ class ModelStatus:
 
     spec: LocalModelSpec
     location: ModelLocation | None
+    """Where the provider would load it from (the first hit), or None."""
+    locations: tuple[ModelLocation, ...] = ()
+    """Every place a usable copy exists, in search order (the first is ``location``)."""
 
 
 def model_cache_dir(home: Path) -> Path:
@@ -122,6 +125,17 @@ def _size_ok(path: Path, spec: LocalModelSpec) -> bool:
         return False
 
 
+def _candidates(spec: LocalModelSpec, home: Path) -> list[ModelLocation]:
+    found: list[ModelLocation] = []
+    packaged = package_model_path(spec)
+    if packaged is not None and _size_ok(packaged, spec):
+        found.append(ModelLocation(spec, packaged, "package"))
+    cached = model_cache_dir(home) / spec.filename
+    if cached.is_file() and _size_ok(cached, spec):
+        found.append(ModelLocation(spec, cached, "cache"))
+    return found
+
+
 def find_model(
     spec: LocalModelSpec | None, *, home: Path, explicit_path: str | os.PathLike[str] | None = None
 ) -> ModelLocation | None:
@@ -141,18 +155,26 @@ def find_model(
         return ModelLocation(spec, path, "path") if path.is_file() else None
     if spec is None:
         return None
-    packaged = package_model_path(spec)
-    if packaged is not None and _size_ok(packaged, spec):
-        return ModelLocation(spec, packaged, "package")
-    cached = model_cache_dir(home) / spec.filename
-    if cached.is_file() and _size_ok(cached, spec):
-        return ModelLocation(spec, cached, "cache")
-    return None
+    found = _candidates(spec, home)
+    return found[0] if found else None
 
 
-def list_models(home: Path) -> list[ModelStatus]:
-    """Every catalog model with its location (None when not available), sorted by name."""
-    return [ModelStatus(spec, find_model(spec, home=home)) for _, spec in sorted(CATALOG.items())]
+def list_models(home: Path, *, explicit_path: str | os.PathLike[str] | None = None) -> list[ModelStatus]:
+    """Every catalog model with its locations, sorted by name.
+
+    Args:
+        home: ``$ACAGENT_HOME``.
+        explicit_path: ``providers.local_model_path``; when it exists it is listed first for
+            every model, as the provider would load it.
+    """
+    rows: list[ModelStatus] = []
+    for _, spec in sorted(CATALOG.items()):
+        found = _candidates(spec, home)
+        if explicit_path is not None:
+            first = find_model(spec, home=home, explicit_path=explicit_path)
+            found = ([first] if first is not None else []) + found
+        rows.append(ModelStatus(spec, found[0] if found else None, tuple(found)))
+    return rows
 
 
 def sha256_file(path: Path) -> str:
