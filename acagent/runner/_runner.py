@@ -394,7 +394,7 @@ class InProcessRunner:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     await self.fail_turn(turn_id, error_type=type(exc).__name__, message=str(exc) or repr(exc))
                 return False
-        if scope.cancelled_caught or (not completed and self._interrupt_reason == "lease_lost"):
+        if not completed and (scope.cancelled_caught or self._interrupt_reason == "lease_lost"):
             if self._interrupt_reason != "lease_lost":
                 with anyio.CancelScope(shield=True), anyio.move_on_after(15):
                     await self._finish_cancelled(turn_id, self._interrupt_reason)

@@ -89,16 +89,19 @@ class SessionWriter:
         """
         async with self._lock:
             pending, self._pending = self._pending, []
-            try:
-                committed = await self.journal.commit(
-                    self.session_id, [*pending, *events], lease=self.lease, ops=ops
-                )
-            except BaseException:
-                self._pending[:0] = pending
-                raise
-            for event in committed:
-                self.context.apply(event)
-                self.bus.publish(event)
+            # Shielded: a cancel arriving mid-commit must not leave a committed event unpublished
+            # (subscribers would see a gap); the commit is bounded by the busy timeout.
+            with anyio.CancelScope(shield=True):
+                try:
+                    committed = await self.journal.commit(
+                        self.session_id, [*pending, *events], lease=self.lease, ops=ops
+                    )
+                except BaseException:
+                    self._pending[:0] = pending
+                    raise
+                for event in committed:
+                    self.context.apply(event)
+                    self.bus.publish(event)
             return committed
 
     def delta(self, event_type: str, payload: dict[str, Any]) -> None:

@@ -1,0 +1,5 @@
+"""``python -m acagent``."""
+
+from acagent.cli import main
+
+main()

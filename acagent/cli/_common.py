@@ -1,0 +1,145 @@
+"""Shared CLI plumbing: settings from flags, opening a session client, running a turn.
+
+``open_client`` is where "CLI ≡ serve" is decided: when a daemon serves this ``ACAGENT_HOME``
+(``daemon.json`` names a live pid), the session is driven through it (HTTP + WebSocket);
+otherwise a :class:`~acagent.runner.SessionRegistry` runs in this process. Either way the front
+end gets a :class:`~acagent.client.SessionClient` and renders the same events.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+
+from acagent.cli._app import fail
+from acagent.errors import AcagentError
+from acagent.settings import Settings, load_settings
+
+__all__ = ["Opened", "build_settings", "open_client", "run_async", "turn_end_types"]
+
+T = TypeVar("T")
+
+TURN_END = ("turn.completed", "turn.failed", "turn.interrupted")
+
+
+def turn_end_types() -> tuple[str, ...]:
+    """Event types that end a turn."""
+    return TURN_END
+
+
+def build_settings(**flags: Any) -> Settings:
+    """Settings from CLI flags + environment + config file (exits with a message on error)."""
+    try:
+        return load_settings(flags)
+    except AcagentError as exc:
+        fail(exc.message, 2)
+
+
+def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``anyio.run`` on the asyncio backend; AcagentError → one-line message, exit 1."""
+    try:
+        return anyio.run(fn)
+    except AcagentError as exc:
+        fail(f"{exc.message}" + (f" [{exc.code}]" if exc.code not in ("internal", "bad_request") else ""))
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        fail("interrupted", 130)
+
+
+@dataclass
+class Opened:
+    """What :func:`open_client` yields."""
+
+    client: Any
+    """A :class:`~acagent.client.SessionClient`."""
+    session_id: str
+    created: bool
+    last_seq: int
+    """The session's last seq when it was opened (events after it belong to this run)."""
+    remote: bool
+    model: str | None
+
+
+@asynccontextmanager
+async def open_client(
+    settings: Settings,
+    *,
+    resume: str | None = None,
+    continue_: bool = False,
+    cwd: str | None = None,
+    interactive: bool = True,
+    title: str | None = None,
+) -> AsyncIterator[Opened]:
+    """Open (or create) the session and a client for it.
+
+    Args:
+        resume: a session id (or unique prefix) to resume.
+        continue_: resume the most recent session of ``cwd``.
+        cwd: working directory (default: the current one).
+
+    Raises:
+        SessionNotFound: unknown id, or nothing to continue in this directory.
+    """
+    from acagent.errors import SessionNotFound
+    from acagent.runner import canonical_cwd
+
+    cwd = canonical_cwd(cwd or os.getcwd())
+    remote = _daemon_client_factory(settings)
+    if remote is not None:
+        async with remote(resume=resume, continue_=continue_, cwd=cwd, title=title) as opened:
+            yield opened
+        return
+
+    from acagent.client import LocalSessionClient
+    from acagent.runner import SessionRegistry
+
+    async with SessionRegistry.open(settings, interactive=interactive) as registry:
+        journal = registry.journal
+        created = False
+        if resume:
+            row = await journal.find_session(resume)
+        elif continue_:
+            rows = await journal.list_sessions(cwd=cwd, limit=1)
+            if not rows:
+                raise SessionNotFound(f"no session to continue in {cwd!r}; start one with `acagent chat`")
+            row = rows[0]
+        else:
+            from acagent.providers import resolve_model_id
+
+            row = await registry.create_session(cwd, model=resolve_model_id(settings), title=title)
+            created = True
+        if settings.model and not created and row.model != settings.model:
+            row.model = settings.model  # an explicit --model applies to this process's turns
+        runner = await registry.get_runner(row.id)
+        if settings.model:
+            runner.row.model = settings.model
+        yield Opened(
+            client=LocalSessionClient(registry, row.id),
+            session_id=row.id,
+            created=created,
+            last_seq=row.last_seq,
+            remote=False,
+            model=row.model,
+        )
+
+
+def _daemon_client_factory(settings: Settings) -> Any:
+    """The daemon's ``open_remote`` if a live daemon serves ``settings.home``, else None."""
+    try:
+        from acagent.server.client import daemon_info, open_remote
+    except ImportError:
+        return None
+    info = daemon_info(settings.home)
+    if info is None:
+        return None
+
+    def factory(**kw: Any) -> Any:
+        return open_remote(settings, info, **kw)
+
+    return factory

@@ -1,0 +1,120 @@
+"""``acagent run [PROMPT]``: one turn, non-interactive.
+
+Prints the final answer (exit 0) or a one-line error (exit 1; 130 when interrupted). ``--json``
+prints every event envelope of the turn as one JSON line instead. ``--resume ID`` with no
+PROMPT finishes the session's interrupted turn. Approvals: ``--yes`` runs tools without asking;
+otherwise a terminal on stdin is asked (y/n/a), and without one the call is denied with a note.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from acagent.cli._app import app, fail
+from acagent.cli._common import TURN_END, build_settings, open_client, run_async
+
+__all__ = ["run_command"]
+
+
+@app.command("run")
+def run_command(
+    prompt: Annotated[str | None, typer.Argument(help="The message; omit with --resume to finish an interrupted turn.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", "-r", help="Session id (or prefix) to resume.")] = None,
+    continue_: Annotated[bool, typer.Option("--continue", "-c", help="Resume this directory's latest session.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run tools without asking for approval.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print every event envelope as one JSON line.")] = False,
+    tools: Annotated[str | None, typer.Option("--tools", help="Offer tools to the model: on, off or auto.")] = None,
+) -> None:
+    """Run one turn and print the final answer."""
+    if resume and continue_:
+        fail("--resume and --continue cannot be combined", 2)
+    if prompt is None and not resume and not continue_:
+        fail("give a PROMPT, or --resume ID to finish an interrupted turn", 2)
+    if tools is not None and tools not in ("on", "off", "auto"):
+        fail("--tools takes on, off or auto", 2)
+    settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
+    code = run_async(lambda: _run(settings, prompt, resume, continue_, json_out))
+    raise typer.Exit(code)
+
+
+async def _run(settings: Any, prompt: str | None, resume: str | None, continue_: bool, json_out: bool) -> int:
+    import contextlib
+
+    import anyio
+    import orjson
+
+    from acagent.errors import ApprovalNotFound
+
+    interactive = sys.stdin.isatty()
+    async with open_client(settings, resume=resume, continue_=continue_, interactive=interactive) as opened:
+        client = opened.client
+        ended: dict[str, Any] = {}
+        changed = anyio.Event()
+        turn_id: str | None = None
+
+        async def consume() -> None:
+            nonlocal changed
+            async for event in client.events(opened.last_seq):
+                if json_out:
+                    sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
+                    sys.stdout.flush()
+                p = event.payload
+                if event.type == "approval.requested" and not settings.auto_approve:
+                    decision = await _ask_approval(p, interactive)
+                    with contextlib.suppress(ApprovalNotFound):
+                        await client.answer(p["tool_call_id"], decision)
+                if event.type in TURN_END:
+                    ended[p.get("turn_id") or ""] = event
+                    changed.set()
+                    changed = anyio.Event()
+                    if p.get("turn_id") == turn_id:
+                        return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            try:
+                turn_id = await client.send(prompt)
+                while turn_id not in ended:
+                    await changed.wait()
+            finally:
+                tg.cancel_scope.cancel()
+        event = ended.get(turn_id or "")
+        wait_idle = getattr(client, "wait_idle", None)
+        if wait_idle is not None:
+            await wait_idle()
+    if event is None:
+        return 1
+    if event.type == "turn.completed":
+        if not json_out:
+            text = event.payload.get("text") or ""
+            sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
+        return 0
+    if event.type == "turn.interrupted":
+        if not json_out:
+            sys.stderr.write(f"acagent: error: the turn was interrupted ({event.payload.get('reason', 'user')})\n")
+        return 130
+    if not json_out:
+        sys.stderr.write(f"acagent: error: {event.payload.get('message', 'the turn failed')}\n")
+    return 1
+
+
+async def _ask_approval(payload: dict[str, Any], interactive: bool) -> str:
+    import anyio
+
+    if not interactive:
+        return "deny"
+    what = payload.get("command") or payload.get("arguments")
+    question = f"Allow {payload.get('name')} {what!r}? [y]es / [n]o / [a]lways: "
+
+    def ask() -> str:
+        sys.stderr.write(question)
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()
+        return {"y": "allow", "yes": "allow", "a": "always", "always": "always"}.get(answer, "deny")
+
+    return await anyio.to_thread.run_sync(ask)

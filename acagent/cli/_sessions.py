@@ -1,0 +1,100 @@
+"""``acagent sessions list|show``, ``acagent export ID``, ``acagent import FILE``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from acagent.cli._app import app, sessions_app
+from acagent.cli._common import build_settings, run_async
+
+__all__ = ["export_command", "import_command", "list_command", "show_command"]
+
+
+async def _with_journal(settings: Any, fn: Any) -> Any:
+    from acagent.store import SqliteJournal
+
+    journal = await SqliteJournal.open(
+        settings.db_path, durability=settings.durability, busy_timeout_ms=settings.timing.busy_timeout_ms
+    )
+    try:
+        return await fn(journal)
+    finally:
+        await journal.aclose()
+
+
+@sessions_app.command("list")
+def list_command(
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Sessions of every directory, not just this one.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """List sessions of this working directory, newest first."""
+    settings = build_settings()
+    cwd = None if all_ else str(Path(os.getcwd()).resolve())
+
+    async def go(journal: Any) -> list[dict[str, Any]]:
+        return [r.to_public() for r in await journal.list_sessions(cwd=cwd)]
+
+    rows = run_async(lambda: _with_journal(settings, go))
+    if json_out:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(rows).decode() + "\n")
+        return
+    from acagent.render import sessions_table
+
+    sessions_table(rows, show_cwd=all_)
+
+
+@sessions_app.command("show")
+def show_command(session_id: Annotated[str, typer.Argument(help="Session id or unique prefix.")]) -> None:
+    """Show a session: status, usage, LLM attempts, pending approvals and its history."""
+    settings = build_settings()
+
+    async def go(journal: Any) -> tuple[dict[str, Any], list[Any], list[Any], list[Any]]:
+        row = await journal.find_session(session_id)
+        steps = await journal.steps(row.id)
+        approvals = await journal.pending_approvals(row.id)
+        events = await journal.events(row.id, 0)
+        return row.to_public(), steps, approvals, events
+
+    info, steps, approvals, events = run_async(lambda: _with_journal(settings, go))
+    from acagent.render import show_session
+
+    show_session(info, steps, approvals, events)
+
+
+@app.command("export")
+def export_command(session_id: Annotated[str, typer.Argument(help="Session id or unique prefix.")]) -> None:
+    """Print a session's events as JSONL (the transcript format) on stdout."""
+    settings = build_settings()
+
+    async def go(journal: Any) -> list[Any]:
+        row = await journal.find_session(session_id)
+        return await journal.events(row.id, 0)
+
+    out = sys.stdout.buffer
+    for event in run_async(lambda: _with_journal(settings, go)):
+        out.write(event.to_json_bytes() + b"\n")
+    out.flush()
+
+
+@app.command("import")
+def import_command(
+    file: Annotated[Path, typer.Argument(help="A JSONL transcript (from `acagent export` or the sessions dir).")],
+) -> None:
+    """Import a transcript as a session (damaged lines are reported and skipped)."""
+    settings = build_settings()
+    from acagent.store._import import import_transcript
+
+    async def go(journal: Any) -> Any:
+        return await import_transcript(journal, file, settings.sessions_dir)
+
+    result = run_async(lambda: _with_journal(settings, go))
+    if result.warning:
+        sys.stderr.write(f"acagent: warning: {result.warning}\n")
+    sys.stdout.write(f"imported session {result.session_id} ({result.events} events)\n")

@@ -1,0 +1,204 @@
+"""Crash-point harness (issue 3): SIGKILL a real `acagent run` at each named point, resume it with
+`acagent run --resume ID`, and check the recovery invariants against the strict mock provider.
+
+For each crash point × provider:
+- the session ends `done` with the final answer;
+- the mock saw at most one extra LLM request per crash, and the journal's attempt count matches
+  what was sent (a crash after the step committed causes no extra request);
+- the non-idempotent shell tool appended its line at most once, and when it may not have
+  completed the model was told so;
+- every request the mock received was accepted (no 400);
+- seqs are 1..last_seq with no gap and no reuse.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mockprovider import MockProvider, Script, anthropic_text, openai_text
+
+FINAL = "All appended."
+
+
+def _openai_first(command: str) -> list[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return ("data: " + json.dumps(body) + "\n\n").encode()
+
+    call = {"index": 0, "id": "call_append", "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"command": command})}}
+    return [
+        chunk({"role": "assistant", "content": "Appending "}),
+        chunk({"content": "the line "}),
+        chunk({"content": "now."}),
+        chunk({"tool_calls": [call]}),
+        chunk({}, "tool_calls") + b"data: [DONE]\n\n",
+    ]
+
+
+def _anthropic_first(command: str) -> list[bytes]:
+    def ev(name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+    def delta(i: int, d: dict[str, Any]) -> bytes:
+        return ev("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d})
+
+    return [
+        ev("message_start", {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "mock",
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 1}}})
+        + ev("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": {"type": "text", "text": ""}}),
+        delta(0, {"type": "text_delta", "text": "Appending "}),
+        delta(0, {"type": "text_delta", "text": "the line "}),
+        delta(0, {"type": "text_delta", "text": "now."}),
+        ev("content_block_stop", {"type": "content_block_stop", "index": 0})
+        + ev("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
+            "type": "tool_use", "id": "toolu_append", "name": "shell", "input": {}}})
+        + delta(1, {"type": "input_json_delta", "partial_json": json.dumps({"command": command})})
+        + ev("content_block_stop", {"type": "content_block_stop", "index": 1})
+        + ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                               "usage": {"output_tokens": 9}})
+        + ev("message_stop", {"type": "message_stop"}),
+    ]
+
+
+def _responder(provider: str, command: str) -> Any:
+    """First request (ends with user text) → streamed text + one shell call; later → FINAL."""
+
+    def answer(body: dict[str, Any]) -> Any:
+        last = body["messages"][-1]
+        asks_tool = last["role"] == "user" and (
+            isinstance(last["content"], str)
+            or not any(b.get("type") == "tool_result" for b in last["content"])
+        )
+        if provider == "openai":
+            return Script(chunks=_openai_first(command), sleeps=0.05) if asks_tool else openai_text(FINAL)
+        return Script(chunks=_anthropic_first(command), sleeps=0.05) if asks_tool else anthropic_text(FINAL)
+
+    return answer
+
+
+def _base_url(mock: MockProvider, provider: str) -> str:
+    return mock.openai_base_url if provider == "openai" else mock.anthropic_base_url
+
+
+def _journal(home: Path) -> sqlite3.Connection:
+    return sqlite3.connect(home / "acagent.db")
+
+
+def _check_seqs(db: sqlite3.Connection, sid: str) -> list[tuple[int, str, str]]:
+    rows = db.execute("SELECT seq, type, payload FROM event WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
+    seqs = [r[0] for r in rows]
+    last_seq = db.execute("SELECT last_seq FROM session WHERE id = ?", (sid,)).fetchone()[0]
+    assert seqs == list(range(1, last_seq + 1)), "seqs must be 1..last_seq without gaps"
+    return rows
+
+
+# point → (requests the mock sees in total, whether the tool may have been interrupted)
+MATRIX: dict[str, tuple[int, bool]] = {
+    "after_turn_accepted": (2, False),
+    "after_step_inflight": (2, False),
+    "mid_stream": (3, False),
+    "before_step_commit": (3, False),
+    "after_step_commit": (2, False),
+    "after_tool_intent": (2, False),
+    "mid_tool": (2, True),
+    "after_tool_result_before_wake": (2, False),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("point", list(MATRIX))
+def test_crash_at_point_then_resume_finishes_turn(cli: Any, mock: MockProvider, workspace: Path, provider: str,
+                                                  point: str) -> None:
+    """SIGKILL at the point, `run --resume ID` finishes the turn with the invariants intact."""
+    log = workspace / "log.txt"
+    command = f"echo appended >> {log}; sleep 1"
+    mock.default = _responder(provider, command)
+    base = _base_url(mock, provider)
+    first = cli("run", "--yes", "--model", f"{provider}:mock", "--base-url", base, "append a line",
+                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": point})
+    assert first.returncode == -signal.SIGKILL, (first.returncode, first.stderr)
+    db = _journal(cli.home)
+    sid, status = db.execute("SELECT id, status FROM session").fetchone()
+    assert status in ("running", "waiting_tool")
+
+    second = cli("run", "--resume", sid, "--yes", "--model", f"{provider}:mock", "--base-url", base, cwd=workspace)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == FINAL
+
+    expected_requests, may_be_interrupted = MATRIX[point]
+    requests = mock.requests
+    assert [r.status for r in requests] == [200] * len(requests), [r.error for r in requests]
+    assert len(requests) == expected_requests
+    status, llm_calls, retries = db.execute(
+        "SELECT status, llm_calls, llm_retries FROM session WHERE id = ?", (sid,)).fetchone()
+    assert status == "done"
+    # Every request that went out is an attempt in the journal; an attempt recorded inflight right
+    # before the crash may not have reached the mock (after_step_inflight).
+    assert llm_calls - (1 if point == "after_step_inflight" else 0) == len(requests)
+    assert retries == (1 if point in ("after_step_inflight", "mid_stream", "before_step_commit") else 0)
+
+    lines = log.read_text().splitlines() if log.exists() else []
+    assert len(lines) <= 1
+    rows = _check_seqs(db, sid)
+    results = [json.loads(p) for _, t, p in rows if t == "tool.result"]
+    assert len(results) == 1
+    if may_be_interrupted:
+        assert results[0]["status"] == "interrupted"
+        assert "may or may not" in results[0]["content"]
+        last_body = json.dumps(requests[-1].json)
+        assert "may or may not" in last_body
+    else:
+        assert len(lines) == 1
+        assert results[0]["status"] == "ok"
+    types = [t for _, t, _ in rows]
+    assert types.count("turn.completed") == 1
+    if retries:
+        assert "llm.retry" in types
+    finals = [json.loads(p) for _, t, p in rows if t == "assistant.message"]
+    assert finals[-1]["text"] == FINAL
+    # The dead attempt's partial text never reaches the model.
+    assert "Appending the line now.Appending" not in json.dumps(requests[-1].json)
+
+
+def test_crash_mid_tool_kills_orphaned_process_group(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """The shell tool's process group left by a SIGKILLed run is killed on resume (F05)."""
+    pidfile = workspace / "sleep.pid"
+    command = f"sleep 60 & echo $! > {pidfile}; wait"
+    mock.default = _responder("openai", command)
+    first = cli("run", "--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go",
+                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": "mid_tool"})
+    assert first.returncode == -signal.SIGKILL
+    import os
+    import time
+
+    deadline = time.time() + 5
+    while not pidfile.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    os.kill(pid, 0)  # the orphan is alive before recovery
+    sid = _journal(cli.home).execute("SELECT id FROM session").fetchone()[0]
+    second = cli("run", "--resume", sid, "--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url,
+                 cwd=workspace)
+    assert second.returncode == 0, second.stderr
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"orphaned sleep {pid} is still alive after recovery")
