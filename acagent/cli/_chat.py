@@ -90,9 +90,29 @@ async def _chat(settings: Any, resume: str | None, continue_: bool) -> int:
     console = Console(highlight=False)
     settings.home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(history=FileHistory(str(settings.home / "history")))
-    async with open_client(settings, resume=resume, continue_=continue_, interactive=True) as opened:
-        chat = _Chat(console, EventRenderer(console, echo_user=False), opened, session, settings)
-        return await chat.run()
+    try:
+        async with open_client(settings, resume=resume, continue_=continue_, interactive=True) as opened:
+            chat = _Chat(console, EventRenderer(console, echo_user=False), opened, session, settings)
+            return await chat.run()
+    except BaseExceptionGroup as group:  # task groups wrap errors; show ours as one line
+        error = _first_error(group)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _first_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    """The first :class:`AcagentError` (or KeyboardInterrupt) inside nested exception groups."""
+    from acagent.errors import AcagentError
+
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_error(exc)
+            if found is not None:
+                return found
+        elif isinstance(exc, (AcagentError, KeyboardInterrupt)):
+            return exc
+    return None
 
 
 class _Chat:
@@ -108,6 +128,11 @@ class _Chat:
         self.opened = opened
         self.client = opened.client
         self.session = session
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import InMemoryHistory
+
+        self.ask_session: Any = PromptSession(history=InMemoryHistory())
+        """Approval prompts: their answers stay out of the input history."""
         self.settings = settings
         self.history_upto = 0 if opened.created else opened.last_seq
         self.history_done = anyio.Event()
@@ -305,19 +330,11 @@ class _Chat:
         from prompt_toolkit.formatted_text import FormattedText
 
         self.renderer.finish_line()
-        kwargs: dict[str, Any] = {"handle_sigint": False}
-        if not history:
-            from prompt_toolkit.history import InMemoryHistory
-
-            kwargs["history"] = InMemoryHistory()
+        session = self.session if history else self.ask_session
         with anyio.CancelScope() as scope:
             self.prompt_scope, self.prompting = scope, True
             try:
-                if history:
-                    return str(await self.session.prompt_async(FormattedText(message), **kwargs))
-                from prompt_toolkit import PromptSession
-
-                return str(await PromptSession[str]().prompt_async(FormattedText(message), **kwargs))
+                return str(await session.prompt_async(FormattedText(message), handle_sigint=False))
             finally:
                 self.prompt_scope, self.prompting = None, False
         return None
@@ -327,10 +344,20 @@ class _Chat:
 
         with anyio.open_signal_receiver(signal.SIGINT) as signals:
             async for _ in signals:
+                self._after_caret_c()
                 if self.turn_id is not None:
                     await self._cancel()
                 elif self.prompt_scope is None:
                     self._note("(Ctrl-C: nothing is running)")
+
+    def _after_caret_c(self) -> None:
+        """The terminal echoed ``^C``: end that line (or overwrite the echo at column 0)."""
+        from rich.control import Control
+
+        if self.renderer.midline:
+            self.renderer.finish_line()
+        elif self.console.is_terminal:
+            self.console.control(Control.move_to_column(0))
 
     # ------------------------------------------------------------------ events
 

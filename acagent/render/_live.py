@@ -94,6 +94,8 @@ class EventRenderer:
         self.last_seq = 0
         """Seq of the last event drawn."""
         self._ended: set[str] = set()
+        self._resolved: set[Any] = set()
+        """History only: approvals resolved later in the replayed events (drawn as one line)."""
 
     # ------------------------------------------------------------------ public
 
@@ -116,6 +118,7 @@ class EventRenderer:
                 last_closer = i
         saved = self.echo_user
         self.echo_user = True
+        self._resolved = {e.payload.get("tool_call_id") for e in items if e.type == "approval.resolved"}
         try:
             for i, event in enumerate(items):
                 if event.type == "assistant.delta" and i < last_closer:
@@ -124,6 +127,12 @@ class EventRenderer:
                 self.render(event)
         finally:
             self.echo_user = saved
+            self._resolved = set()
+
+    @property
+    def midline(self) -> bool:
+        """True while the cursor is after streamed text that has no newline yet."""
+        return self._midline
 
     def finish_line(self) -> None:
         """End a line of streamed text, if one is open."""
@@ -155,9 +164,14 @@ class EventRenderer:
             self._clipped(f"{prefix}… ({len(lines) - limit} more lines)", "dim")
 
     def _clipped(self, line: str, style: str) -> None:
-        text = Text(line.expandtabs(4), style=style, no_wrap=True, overflow="ellipsis")
         self.finish_line()
-        self.console.print(text, highlight=False, crop=True)
+        self.console.print(
+            Text(line.expandtabs(4), style=style),
+            no_wrap=True,
+            overflow="ellipsis",
+            highlight=False,
+            crop=True,
+        )
 
     # ------------------------------------------------------------------ messages
 
@@ -216,7 +230,7 @@ class EventRenderer:
         attempt = p.get("attempt", "?")
         note = f"↻ retrying after {reason} (attempt {attempt} failed)"
         if partial:
-            note += "; the partial reply above is discarded"
+            note += "; partial reply discarded"
         self._line(note, "dim yellow")
 
     def _strike(self, partial: str) -> bool:
@@ -300,8 +314,12 @@ class EventRenderer:
     # ------------------------------------------------------------------ approvals
 
     def _on_approval_requested(self, p: dict[str, Any]) -> None:
-        self._pending_approval = dict(p)
         name = str(p.get("name", "?"))
+        if p.get("tool_call_id") in self._resolved:
+            if p.get("kind") == "question":
+                self._line(f"  ? {p.get('question') or ''}", "bold")
+            return
+        self._pending_approval = dict(p)
         body: list[Text] = []
         if p.get("kind") == "question":
             body.append(Text(str(p.get("question") or ""), style="bold"))

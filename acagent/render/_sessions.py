@@ -39,6 +39,10 @@ def _short_ts(ts: Any) -> str:
     return text
 
 
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def _get(obj: Any, name: str, default: Any = None) -> Any:
     """A field of a row dataclass or of its dict form (HTTP answers)."""
     if isinstance(obj, dict):
@@ -148,7 +152,11 @@ def show_session(
         ),
         (
             "llm calls",
-            f"{len(summary)} steps, {sum(len(s['attempts']) for s in summary)} attempts, {retries} retries",
+            _plural(len(summary), "step")
+            + ", "
+            + _plural(sum(len(s["attempts"]) for s in summary), "attempt")
+            + ", "
+            + _plural(retries, "retry", "retries"),
         ),
     ]
     grid = Table.grid(padding=(0, 2))
