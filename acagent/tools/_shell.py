@@ -249,7 +249,10 @@ class _Run:
             if isinstance(exc, anyio.get_cancelled_exc_class()) or _is_cancel_group(exc):
                 await self._cleanup(self.ctx.kill_grace_s)
                 if self.ctx.on_interrupted is not None:
-                    self.ctx.on_interrupted(interrupted_result(self.capture.text()))
+                    try:
+                        self.ctx.on_interrupted(interrupted_result(self.capture.text()))
+                    except Exception:  # a failing hook must not replace the cancellation
+                        pass
                 raise
             await self._cleanup(0.0)
             if not isinstance(exc, Exception):

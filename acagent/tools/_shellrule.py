@@ -273,6 +273,8 @@ def _paths_ok(root: Path | None, operands: list[str]) -> bool:
     if root is None:
         return True
     for arg in operands:
+        if arg == "":
+            continue
         try:
             resolve_in_workspace(root, arg)
         except PathError:
@@ -302,6 +304,8 @@ def _parse(args: list[str], takes_value: frozenset[str]) -> _Parsed | None:
             break
         if arg.startswith("--"):
             name, eq, value = arg[2:].partition("=")
+            if "/" in name:  # not an option name: a program without getopt may open it
+                return None
             parsed.longs.append((name, value if eq else None))
             if eq and value:
                 parsed.option_values.append(value)

@@ -372,6 +372,7 @@ class TestRuleUnits:
             "echo HEAD~1 a~b",
             "echo 100%",
             "echo a=b",
+            'echo ""',
         ],
     )
     def test_admitted(self, f20, command):
@@ -404,6 +405,8 @@ class TestRuleUnits:
             "sed",
             "sed -n",
             "echo $'\\x3b'",
+            "cat --/../outside.txt",
+            "cat -/../outside.txt",
         ],
     )
     def test_refused(self, f20, command):
