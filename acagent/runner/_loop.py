@@ -220,6 +220,7 @@ class AgenticLoop:
         provider = await rt.get_provider()
         deltas = 0
         with anyio.fail_after(timing.llm_timeout_s):
+            rt.partial_text = ""
             async with provider.request_stream(request) as stream:
                 rt.current_stream = stream
                 try:
@@ -235,6 +236,9 @@ class AgenticLoop:
                                 crash_point("mid_stream", rt.settings.crash_at)
                             await rt.writer.backpressure()
                     return stream.get()
+                except BaseException:
+                    rt.partial_text = stream.partial_text()  # what the user saw, kept on cancel
+                    raise
                 finally:
                     rt.current_stream = None
 

@@ -165,6 +165,8 @@ class InProcessRunner:
         self.interactive = interactive
         self.usage_totals = [row.input_tokens, row.output_tokens]
         self.current_stream: Any = None
+        self.partial_text = ""
+        """Text streamed by the step that was interrupted (kept as the partial assistant message)."""
         self.running_calls: dict[str, ToolCallRow] = {}
         self.tool_output: dict[str, list[str]] = {}
         self.answers: dict[str, str] = {}
@@ -485,9 +487,10 @@ class InProcessRunner:
         events: list[tuple[str, dict[str, Any]]] = []
         ops: list[Any] = []
         stream = self.current_stream
-        self.current_stream = None
-        if stream is not None and turn_id is not None:
-            msg = partial_message(stream.partial_text())
+        partial = stream.partial_text() if stream is not None else self.partial_text
+        self.current_stream, self.partial_text = None, ""
+        if partial and turn_id is not None:
+            msg = partial_message(partial)
             if msg is not None:
                 events.append(
                     (
