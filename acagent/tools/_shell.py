@@ -229,9 +229,9 @@ class _Run:
 
     async def execute(self, timeout_s: float) -> ToolResult:
         """Stream output until bash exits or the deadline passes, then clean up."""
-        if self.ctx.on_process_started is not None:
-            self.ctx.on_process_started(self.pgid)
         try:
+            if self.ctx.on_process_started is not None:
+                self.ctx.on_process_started(self.pgid)
             async with anyio.create_task_group() as tg:
                 read_done = anyio.Event()
                 tg.start_soon(self._read, read_done)
