@@ -327,7 +327,8 @@ def _check_openai_content(content: object, where: str, *, allow_none: bool) -> b
         _check(content != "", f"{where}.content: empty string is not allowed")
         return True
     _check(isinstance(content, list) and content, f"{where}.content: expected a string or a non-empty list")
-    for j, part in enumerate(content):  # type: ignore[union-attr]
+    parts: list[Any] = content  # type: ignore[assignment]
+    for j, part in enumerate(parts):
         _check(isinstance(part, dict), f"{where}.content[{j}]: expected an object")
         if part.get("type") == "text":
             _check(
@@ -432,7 +433,7 @@ def validate_openai(body: Any) -> None:
 def _check_anthropic_text(block: dict[str, Any], where: str) -> None:
     text = block.get("text")
     _check(isinstance(text, str), f"{where}.text: Field required")
-    _check(text.strip() != "", f"{where}: text content blocks must contain non-whitespace text")
+    _check(str(text).strip() != "", f"{where}: text content blocks must contain non-whitespace text")
 
 
 def _anthropic_blocks(content: Any, where: str) -> list[dict[str, Any]]:
@@ -481,7 +482,7 @@ def validate_anthropic(body: Any) -> None:
             )
         blocks = _anthropic_blocks(msg.get("content"), where)
         if role == "user":
-            results = []
+            results: list[Any] = []
             for j, block in enumerate(blocks):
                 if block["type"] == "tool_result":
                     _check(

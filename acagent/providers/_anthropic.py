@@ -261,7 +261,7 @@ class AnthropicStreamedResponse:
             ProviderError: HTTP or in-band error, broken or stalled connection, or (as
                 UnexpectedModelBehavior) a stream without ``message_stop``.
         """
-        iterator = self._stream.__aiter__()
+        iterator = self._stream  # its own __anext__; closing the response (request_stream) ends it
         while not self._stopped:
             with _map_api_errors(self._provider, self._base_url):
                 event = await next_chunk(

@@ -261,7 +261,7 @@ class OpenAIStreamedResponse:
             ProviderError: HTTP/in-band error, broken or stalled connection, or (as
                 UnexpectedModelBehavior) a stream without ``finish_reason``.
         """
-        iterator = self._stream.__aiter__()
+        iterator = self._stream  # its own __anext__; closing the response (request_stream) ends it
         while True:
             with _map_api_errors(self._provider, self._key_env, self._base_url):
                 chunk = await next_chunk(
