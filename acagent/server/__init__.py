@@ -1,1 +1,69 @@
-"""acagent.server."""
+"""The daemon: ``acagent serve`` — HTTP API, WebSocket and SSE streams, login URL and web page.
+
+One process serves every session of an ``ACAGENT_HOME`` to many clients through the same
+:class:`~acagent.runner.SessionRegistry`, runner, bus and journal that ``acagent chat`` uses in
+process. :mod:`acagent.server.client` is the other side: discovery (``daemon.json``) and a
+:class:`~acagent.client.SessionClient` over HTTP + WebSocket. See ``docs/daemon.md``.
+
+Names load on first access, so ``acagent run`` looking for a daemon does not import FastAPI.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from acagent.server._app import DaemonStopping, create_app
+    from acagent.server._daemon import DaemonRunning, ServeOptions, ensure_token, serve
+    from acagent.server._security import Guard, GuardConfig, check_host, check_origin
+    from acagent.server._state import DaemonState, StreamOptions
+    from acagent.server.client import DaemonInfo, RemoteSessionClient, daemon_info, open_remote
+
+__all__ = [
+    "DaemonInfo",
+    "DaemonRunning",
+    "DaemonState",
+    "DaemonStopping",
+    "Guard",
+    "GuardConfig",
+    "RemoteSessionClient",
+    "ServeOptions",
+    "StreamOptions",
+    "check_host",
+    "check_origin",
+    "create_app",
+    "daemon_info",
+    "ensure_token",
+    "open_remote",
+    "serve",
+]
+
+_LAZY = {
+    "DaemonStopping": "_app",
+    "create_app": "_app",
+    "DaemonRunning": "_daemon",
+    "ServeOptions": "_daemon",
+    "ensure_token": "_daemon",
+    "serve": "_daemon",
+    "Guard": "_security",
+    "GuardConfig": "_security",
+    "check_host": "_security",
+    "check_origin": "_security",
+    "DaemonState": "_state",
+    "StreamOptions": "_state",
+    "DaemonInfo": "client",
+    "RemoteSessionClient": "client",
+    "daemon_info": "client",
+    "open_remote": "client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import public names on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"acagent.server.{module}"), name)
+    globals()[name] = value
+    return value

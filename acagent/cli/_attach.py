@@ -1,0 +1,180 @@
+"""``acagent attach ID [--since N] [--json]``: follow a session served by the daemon.
+
+``--json`` prints every event envelope as one JSON line: each seq exactly once, across
+reconnects (the client reconnects by itself with its last seq, backoff capped at 10 s). A pending
+approval is re-sent on every (re)connect; one whose seq is ≤ ``--since`` is printed once, with
+``"replay": true``.
+
+Without ``--json`` the session is drawn like ``acagent chat`` (the history from ``--since`` first,
+then live), and the terminal drives it: a line of text sends a message, ``y``/``n``/``a`` answers
+the pending approval (any text answers a question), Ctrl-C cancels the running turn (twice in a
+row, or when idle, exits), Ctrl-D exits. Exit status: 0 on Ctrl-D / Ctrl-C, 1 when the daemon is
+not running or the session does not exist (or stops existing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from acagent.cli._app import app, fail
+from acagent.cli._common import build_settings, run_async
+
+__all__ = ["attach_command"]
+
+_ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "always", "always": "always"}
+
+
+@app.command("attach")
+def attach_command(
+    session_id: Annotated[str, typer.Argument(help="Session id (or unique prefix).")],
+    since: Annotated[int, typer.Option("--since", help="Deliver events with seq > N (exclusive).", min=0)] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print every event envelope as one JSON line.")] = False,
+) -> None:
+    """Attach to a session served by `acagent serve`: history since N, then live."""
+    settings = build_settings()
+    from acagent.server.client import daemon_info
+
+    info = daemon_info(settings.home)
+    if info is None:
+        fail(f"no daemon serves {str(settings.home)!r}; start one with `acagent serve`")
+    code = run_async(lambda: _attach(settings, info, session_id, since, json_out))
+    raise typer.Exit(code)
+
+
+async def _attach(settings: Any, info: Any, session_id: str, since: int, json_out: bool) -> int:
+    from acagent.server.client import RemoteSessionClient, _find
+
+    client = RemoteSessionClient(settings.home, info, session_id)
+    try:
+        row = await _find(client, session_id)
+        client.session_id = str(row["id"])
+        if json_out:
+            return await _follow_json(client, since)
+        return await _interactive(client, row, since)
+    finally:
+        await client.aclose()
+
+
+async def _follow_json(client: Any, since: int) -> int:
+    out = sys.stdout
+    async for event in client.events(since):
+        out.write(event.to_json_bytes().decode() + "\n")
+        out.flush()
+    return 0
+
+
+async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
+    import anyio
+    from rich.console import Console
+
+    from acagent.errors import AcagentError, ApprovalNotFound, SessionBusy
+    from acagent.events import Event
+    from acagent.store import ACTIVE
+
+    console = Console(highlight=False)
+    renderer: Any = None
+    try:
+        from acagent.render import EventRenderer
+
+        renderer = EventRenderer(console)
+    except ImportError:  # pragma: no cover - the renderer ships with acagent
+        renderer = None
+    state: dict[str, Any] = {"status": row.get("status"), "approval": None, "last_sigint": 0.0}
+
+    def track(event: Event) -> None:
+        p = event.payload
+        if event.type == "session.status":
+            state["status"] = p.get("status")
+        elif event.type == "approval.requested":
+            state["approval"] = p
+        elif event.type == "approval.resolved" and (state["approval"] or {}).get("tool_call_id") == p.get("tool_call_id"):
+            state["approval"] = None
+
+    def draw(event: Event) -> None:
+        track(event)
+        if renderer is not None:
+            renderer.render(event)
+        else:  # pragma: no cover - fallback when acagent.render is missing
+            console.print(f"[{event.seq}] {event.type} {event.payload.get('text') or ''}")
+
+    console.print(
+        f"[dim]attached to {client.session_id} ({row.get('status')}, {row.get('cwd')}). Type a message and press "
+        "Enter; y/n/a answers an approval; Ctrl-C cancels the turn; Ctrl-D exits.[/dim]"
+    )
+    # History first (committed messages instead of their deltas), then live from where it ended.
+    history: list[Event] = []
+    cursor = since
+    while True:
+        page = await client.request("GET", f"/v1/sessions/{client.session_id}/events", params={"since": cursor, "limit": 5000})
+        history += [Event(**e) for e in page["events"]]
+        if history:
+            cursor = history[-1].seq
+        if not page["more"]:
+            break
+    for event in history:
+        track(event)
+    if renderer is not None:
+        renderer.render_history(history)
+    exit_code = 0
+
+    async with anyio.create_task_group() as tg:
+
+        async def consume() -> None:
+            nonlocal exit_code
+            try:
+                async for event in client.events(cursor):
+                    if getattr(event, "replay", False) and since < event.seq <= cursor:
+                        continue  # a pending approval already drawn with the history
+                    draw(event)
+            except AcagentError as exc:
+                console.print(f"[red]acagent: error: {exc.message}[/red]")
+                exit_code = 1
+            tg.cancel_scope.cancel()
+
+        async def read_input() -> None:
+            while True:
+                line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+                if not line:
+                    tg.cancel_scope.cancel()
+                    return
+                text = line.rstrip("\n")
+                pending = state["approval"]
+                try:
+                    if pending is not None and pending.get("kind") == "question" and text.strip():
+                        await client.answer(pending["tool_call_id"], "allow", answer=text)
+                    elif pending is not None and text.strip().lower() in _ANSWERS:
+                        await client.answer(pending["tool_call_id"], _ANSWERS[text.strip().lower()])
+                    elif text.strip():
+                        await client.send(text)
+                except ApprovalNotFound as exc:
+                    state["approval"] = None
+                    console.print(f"[yellow]{exc.message}[/yellow]")
+                except SessionBusy:
+                    console.print("[yellow]a turn is running: wait for it, or Ctrl-C to cancel it[/yellow]")
+                except AcagentError as exc:
+                    console.print(f"[red]{exc.message}[/red]")
+
+        async def on_sigint() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    now = anyio.current_time()
+                    running = state["status"] in ACTIVE
+                    if not running or now - state["last_sigint"] < 1.5:
+                        tg.cancel_scope.cancel()
+                        return
+                    state["last_sigint"] = now
+                    console.print("\n[yellow]cancelling the turn… (Ctrl-C again to detach)[/yellow]")
+                    with contextlib.suppress(AcagentError):
+                        await client.cancel()
+
+        tg.start_soon(consume)
+        tg.start_soon(read_input)
+        tg.start_soon(on_sigint)
+    if renderer is not None:
+        renderer.finish_line()
+    return exit_code

@@ -1,0 +1,147 @@
+"""``acagent serve [--host] [--port] [--max-sessions N] [--stop]`` and ``acagent status``.
+
+``serve`` runs the daemon in the foreground until SIGTERM/SIGINT (see
+:mod:`acagent.server._daemon`); it prints the URL and the login URL for the browser once
+listening. ``serve --stop`` sends SIGTERM to the pid in ``daemon.json`` and waits for it to exit.
+``status`` says whether a daemon serves ``ACAGENT_HOME`` and which sessions are running
+(exit 0 when up, 3 when down).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from acagent.cli._app import app, fail
+from acagent.cli._common import build_settings, run_async
+
+__all__ = ["serve_command", "status_command"]
+
+
+@app.command("serve")
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port; 0 takes a free port.", min=0, max=65535)] = 8765,
+    max_sessions: Annotated[
+        int | None, typer.Option("--max-sessions", help="Turns running at once (more → 429 concurrency_cap).", min=1)
+    ] = None,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the daemon serving ACAGENT_HOME and exit.")] = False,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Default PROVIDER:MODEL for new sessions.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run every session's tools without asking.")] = False,
+    hibernate_interval: Annotated[
+        float, typer.Option("--hibernate-interval", help="Seconds between idle-runner hibernation passes.", hidden=True)
+    ] = 30.0,
+    send_timeout: Annotated[
+        float, typer.Option("--send-timeout", help="Seconds a stream send may block before the client is closed.", hidden=True)
+    ] = 30.0,
+    queue_events: Annotated[
+        int, typer.Option("--queue-events", help="Per-attacher queue bound (events).", hidden=True, min=16)
+    ] = 1024,
+) -> None:
+    """Serve sessions over HTTP, WebSocket and SSE (and a web page) on a loopback port."""
+    settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, max_sessions=max_sessions)
+    if stop:
+        raise typer.Exit(_stop(settings))
+    import logging
+
+    from acagent.server._daemon import ServeOptions, serve
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="acagent: %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("acagent.server").setLevel(logging.INFO)
+    options = ServeOptions(
+        host=host,
+        port=port,
+        hibernate_interval_s=hibernate_interval,
+        send_timeout_s=send_timeout,
+        queue_events=queue_events,
+    )
+
+    def ready(info: dict[str, Any], login_url: str) -> None:
+        sys.stdout.write(f"acagent daemon listening on {info['url']} (pid {info['pid']}, home {settings.home})\n")
+        sys.stdout.write(f"Open in a browser: {login_url}\n")
+        sys.stdout.flush()
+
+    run_async(lambda: serve(settings, options, on_ready=ready))
+
+
+def _stop(settings: Any) -> int:
+    from acagent.server.client import daemon_info
+
+    info = daemon_info(settings.home)
+    if info is None:
+        sys.stderr.write(f"acagent: no daemon serves {str(settings.home)!r}\n")
+        return 1
+    try:
+        os.kill(info.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if daemon_info(settings.home) is None:
+            sys.stdout.write(f"stopped the daemon (pid {info.pid})\n")
+            return 0
+        time.sleep(0.1)
+    fail(f"the daemon (pid {info.pid}) did not stop within 60 s; `kill -9 {info.pid}` ends it (sessions recover)")
+
+
+@app.command("status")
+def status_command(
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Is a daemon serving ACAGENT_HOME, and which sessions are running?"""
+    settings = build_settings()
+    result = run_async(lambda: _status(settings))
+    if json_out:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    else:
+        d = result["daemon"]
+        if d is None:
+            sys.stdout.write(f"daemon: down (ACAGENT_HOME {settings.home})\n")
+        else:
+            sys.stdout.write(f"daemon: up, pid {d['pid']}, {d['url']} ({d.get('runners', 0)} runners in memory)\n")
+        running = result["running"]
+        sys.stdout.write(f"sessions running: {len(running)}\n")
+        for s in running:
+            title = (s.get("title") or "")[:50]
+            sys.stdout.write(f"  {s['id']}  {s['status']:<12} {s['cwd']}  {title}\n")
+    raise typer.Exit(0 if result["daemon"] is not None else 3)
+
+
+async def _status(settings: Any) -> dict[str, Any]:
+    from acagent.server.client import RemoteSessionClient, daemon_info
+    from acagent.store import ACTIVE
+
+    info = daemon_info(settings.home)
+    if info is not None:
+        client = RemoteSessionClient(settings.home, info, "")
+        try:
+            stats = await client.request("GET", "/v1/debug/stats")
+            rows = await client.request("GET", "/v1/sessions")
+        except Exception as exc:  # noqa: BLE001 - a daemon that does not answer counts as down
+            sys.stderr.write(f"acagent: warning: daemon pid {info.pid} does not answer: {exc}\n")
+            info = None
+        finally:
+            await client.aclose()
+        if info is not None:
+            daemon = {"pid": info.pid, "url": info.url, "runners": stats.get("runners", 0), "stats": stats}
+            return {"daemon": daemon, "running": [r for r in rows if r["status"] in ACTIVE or r.get("busy")]}
+    from acagent.store import SqliteJournal
+
+    if not settings.db_path.exists():
+        return {"daemon": None, "running": []}
+    journal = await SqliteJournal.open(
+        settings.db_path, durability=settings.durability, busy_timeout_ms=settings.timing.busy_timeout_ms
+    )
+    try:
+        rows = [r.to_public() for r in await journal.list_sessions() if r.status in ACTIVE]
+    finally:
+        await journal.aclose()
+    return {"daemon": None, "running": rows}

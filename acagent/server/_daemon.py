@@ -1,0 +1,273 @@
+"""``acagent serve``: uvicorn inside anyio, over the process's one :class:`SessionRegistry`.
+
+Start-up, in order:
+
+1. refuse to start when a live daemon already serves this ``ACAGENT_HOME``;
+2. the bearer token: ``$ACAGENT_HOME/token`` is created once (``secrets.token_urlsafe``, mode
+   0600) and reused;
+3. bind the listening socket (``--port 0`` takes a free port) and open the registry in this event
+   loop; uvicorn serves the app on that socket;
+4. once listening: write ``$ACAGENT_HOME/daemon.json`` atomically (``pid``, ``host``, ``port`` — the
+   real one —, ``url``, ``busy_timeout_ms``, ``started_at``) and report the login URL;
+5. ``registry.recover()``: sessions a dead process left active continue by themselves; then every
+   ``hibernate_interval_s`` idle runners without attachers are dropped from memory and recovery
+   runs again (sessions deferred by the concurrency cap, or orphaned by a killed ``acagent run``).
+
+SIGTERM / SIGINT: new turns are refused (503 ``shutting_down``), running turns are interrupted
+through the registry (``turn.interrupted`` reason ``shutdown``, delivered to attached clients),
+streams are closed (WebSocket 1012 with ``re-attach with since=N``), uvicorn stops, the registry
+closes, and ``daemon.json`` is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from acagent.errors import UserError
+from acagent.settings import Settings
+
+__all__ = ["DaemonRunning", "ServeOptions", "ensure_token", "remove_daemon_json", "serve", "write_daemon_json"]
+
+log = logging.getLogger("acagent.server")
+
+
+class DaemonRunning(UserError):
+    """Raised by ``serve`` when a live daemon already serves this ``ACAGENT_HOME``."""
+
+    code = "daemon_running"
+    status_code = 409
+
+
+@dataclass
+class ServeOptions:
+    """Options of ``acagent serve`` (seconds unless the name says otherwise)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    hibernate_interval_s: float = 30.0
+    send_timeout_s: float = 30.0
+    keepalive_s: float = 15.0
+    queue_events: int = 1024
+
+
+def ensure_token(home: Path) -> str:
+    """The daemon's bearer token from ``home/token``: created once (mode 0600), then reused."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "token"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+        token = path.read_text().strip()
+        if token:
+            return token
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC, 0o600)
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def write_daemon_json(home: Path, info: dict[str, Any]) -> Path:
+    """Write ``home/daemon.json`` atomically (temp file + rename), mode 0600."""
+    path = home / "daemon.json"
+    tmp = home / f".daemon.json.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(info, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def remove_daemon_json(home: Path, pid: int) -> None:
+    """Remove ``home/daemon.json`` if it still names ``pid`` (a newer daemon's file stays)."""
+    path = home / "daemon.json"
+    try:
+        if json.loads(path.read_text()).get("pid") == pid:
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0 = any free port)") from exc
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def _make_server(app: Any) -> Any:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        """uvicorn without its own signal handling: :func:`serve` owns SIGTERM/SIGINT."""
+
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        ws="websockets-sansio",
+        http="h11",
+        ws_ping_interval=20.0,
+        ws_ping_timeout=20.0,
+        timeout_graceful_shutdown=5,
+        server_header=False,
+        proxy_headers=False,
+    )
+    return _Server(config)
+
+
+async def serve(
+    settings: Settings,
+    options: ServeOptions,
+    *,
+    on_ready: Callable[[dict[str, Any], str], None] | None = None,
+) -> None:
+    """Run the daemon until SIGTERM/SIGINT (see module docstring).
+
+    Args:
+        settings: resolved settings (``max_sessions``, providers, timing, home).
+        options: host, port and stream tuning.
+        on_ready: called once listening with ``(daemon_info, login_url)``.
+
+    Raises:
+        DaemonRunning: a live daemon already serves ``settings.home``.
+        UserError: the address cannot be bound.
+    """
+    from acagent.runner import SessionRegistry
+    from acagent.server._app import create_app
+    from acagent.server._security import GuardConfig
+    from acagent.server._state import DaemonState, StreamOptions
+    from acagent.server.client import daemon_info
+
+    home = settings.home
+    running = daemon_info(home)
+    if running is not None and running.pid != os.getpid():
+        raise DaemonRunning(
+            f"a daemon already serves {str(home)!r} (pid {running.pid}, {running.url}); stop it with `acagent serve --stop`",
+            detail={"pid": running.pid, "url": running.url},
+        )
+    token = ensure_token(home)
+    sock = _bind(options.host, options.port)
+    port = sock.getsockname()[1]
+    pid = os.getpid()
+    url = _url(options.host, port)
+    guard = GuardConfig(token=token, port=port, bound_host=options.host)
+    streams = StreamOptions(
+        queue_events=options.queue_events,
+        send_timeout_s=options.send_timeout_s,
+        keepalive_s=options.keepalive_s,
+        close_grace_s=options.send_timeout_s,
+    )
+    stop = anyio.Event()
+
+    async def watch_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.warning("received %s: shutting down", signal.Signals(signum).name)
+                stop.set()
+                return
+
+    try:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(watch_signals)
+            async with SessionRegistry.open(settings, interactive=True) as registry:
+                state = DaemonState(registry=registry, settings=settings, guard=guard, streams=streams)
+                app = create_app(state)
+                server = _make_server(app)
+                served = anyio.Event()
+
+                async def run_server() -> None:
+                    try:
+                        await server.serve([sock])
+                    finally:
+                        served.set()
+                        stop.set()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run_server)
+                    while not server.started:
+                        if stop.is_set():
+                            raise UserError(f"the HTTP server did not start on {url}")
+                        await anyio.sleep(0.01)
+                    info = {
+                        "pid": pid,
+                        "host": options.host,
+                        "port": port,
+                        "url": url,
+                        "busy_timeout_ms": registry.journal.busy_timeout_ms,
+                        "started_at": time.time(),
+                    }
+                    write_daemon_json(home, info)
+                    log.info("listening on %s (busy_timeout_ms=%d)", url, registry.journal.busy_timeout_ms)
+                    if on_ready is not None:
+                        on_ready(info, f"{url}/login?token={token}")
+
+                    async def maintenance() -> None:
+                        while True:
+                            try:
+                                recovered = await registry.recover()
+                                if recovered:
+                                    log.warning("recovering interrupted sessions: %s", ", ".join(recovered))
+                            except Exception:
+                                log.exception("recovery pass failed")
+                            await anyio.sleep(options.hibernate_interval_s)
+                            try:
+                                await registry.hibernate_idle()
+                            except Exception:
+                                log.exception("hibernation pass failed")
+
+                    tg.start_soon(maintenance)
+                    await stop.wait()
+                    # Graceful shutdown: refuse new work, interrupt turns (clients see it), close streams.
+                    state.shutting_down.set()
+                    for runner in list(registry.runners.values()):
+                        runner.interrupt("shutdown")
+                    with anyio.move_on_after(20):
+                        for runner in list(registry.runners.values()):
+                            await runner.wait()
+                    server.should_exit = True
+                    with anyio.move_on_after(10):
+                        await served.wait()
+                    tg.cancel_scope.cancel()
+            outer.cancel_scope.cancel()
+    finally:
+        sock.close()
+        remove_daemon_json(home, pid)

@@ -1,0 +1,338 @@
+"""Event streams: WebSocket ``/attach`` and SSE ``/stream``, both over :meth:`InProcessRunner.subscribe`.
+
+One pump serves both (:func:`pump`). On connect it first re-sends every pending approval whose
+``approval.requested`` event is at or below ``since`` (so a replay would not include it, F14) —
+the original envelope with an extra top-level ``"replay": true`` (SSE: without an ``id:`` line,
+so ``Last-Event-ID`` never moves backwards). A client does not move its cursor on a replayed
+event and drops one it has already shown. Then every durable event with seq > ``since`` exactly
+once, in order, then live events (the runner's subscription dedupes the replay→live seam).
+
+Slow consumers (F08): the runner's per-subscriber queue is bounded (``queue_events``) and the bus
+evicts a subscriber that overflows it, without ever blocking the producer. A watchdog notices the
+eviction even while the connection is blocked in a send, and closes it: WebSocket close code
+4008 with reason ``re-attach with since=<last seq sent>``; SSE an ``event: evicted`` whose data
+names the seq. Every send has a deadline (``send_timeout_s``): a peer that stops reading is
+closed the same way. Server memory per connection is bounded by the queue plus the transport's
+write buffer. SSE sends a comment line (``: keep-alive``, no ``id``) after ``keepalive_s``
+without an event; WebSocket relies on protocol pings.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from acagent.errors import AcagentError, UserError
+from acagent.events import Event
+from acagent.runner import SubscriberEvicted
+from acagent.server._security import SUBPROTOCOL
+from acagent.server._state import DaemonState, pending_approval_events
+
+__all__ = ["CLOSE_EVICTED", "CLOSE_RESTART", "SSEStream", "attach_websocket", "parse_since", "pump"]
+
+log = logging.getLogger("acagent.server")
+
+CLOSE_EVICTED = 4008
+"""WebSocket close code for a subscriber that fell behind or stalled; the reason names ``since``."""
+CLOSE_RESTART = 1012
+"""WebSocket close code when the daemon shuts down (service restart)."""
+MAX_SEQ = 2**62
+
+
+def parse_since(value: str | None, *, name: str = "since") -> int:
+    """Parse a ``since`` cursor (a non-negative integer; absent means 0).
+
+    Raises:
+        UserError: not a non-negative integer.
+    """
+    if value is None or value == "":
+        return 0
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or int(text) > MAX_SEQ:
+        raise UserError(f"{name} must be a non-negative integer seq, got {value[:40]!r}")
+    return int(text)
+
+
+def replay_json(event: Event) -> bytes:
+    """A re-sent pending approval: the original envelope plus ``"replay": true``."""
+    return orjson.dumps({**event.to_dict(), "replay": True})
+
+
+class _End:
+    __slots__ = ("kind",)
+
+    def __init__(self) -> None:
+        self.kind = ""
+
+
+async def pump(
+    state: DaemonState,
+    session_id: str,
+    since: int,
+    *,
+    kind: str,
+    send_event: Callable[[Event, bool], Awaitable[None]],
+    wait_disconnect: Callable[[], Awaitable[None]],
+    keepalive: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[str, int]:
+    """Stream a session to one connection until it ends.
+
+    Args:
+        state: the daemon.
+        session_id: the session (must exist).
+        since: exclusive cursor.
+        kind: ``ws`` or ``sse`` (names the bus subscription and the stats entry).
+        send_event: ``(event, replay)`` → sends one event on the connection.
+        wait_disconnect: returns when the peer went away.
+        keepalive: sends a keep-alive (SSE), or None.
+
+    Returns:
+        ``(end, last_seq_sent)`` where end is ``disconnected``, ``evicted``, ``timeout``,
+        ``shutdown`` or ``closed``.
+    """
+    opts = state.streams
+    name = f"{kind}:{uuid.uuid4().hex[:12]}"
+    conn: dict[str, Any] = {"kind": kind, "session_id": session_id, "since": since, "sent": 0, "last_seq": since}
+    state.connections[name] = conn
+    end = _End()
+    lock = anyio.Lock()
+    last_activity = [anyio.current_time()]
+    prod: dict[str, Any] = {"runner": None, "started": False, "done": False}
+
+    async def timed(fn: Callable[[], Awaitable[None]]) -> None:
+        async with lock:
+            with anyio.fail_after(opts.send_timeout_s):
+                await fn()
+            last_activity[0] = anyio.current_time()
+
+    try:
+        async with anyio.create_task_group() as tg:
+
+            def finish(kind_: str) -> None:
+                if not end.kind:
+                    end.kind = kind_
+                tg.cancel_scope.cancel()
+
+            async def on_disconnect() -> None:
+                await wait_disconnect()
+                finish("disconnected")
+
+            async def on_shutdown() -> None:
+                await state.shutting_down.wait()
+                finish("shutdown")
+
+            async def watchdog() -> None:
+                while True:
+                    await anyio.sleep(0.1)
+                    runner = prod["runner"]
+                    if runner is None or not prod["started"] or prod["done"] or runner.bus.closed:
+                        continue
+                    if not any(s.name == name for s in runner.bus.subscribers):
+                        finish("evicted")
+                        return
+
+            async def keepalives() -> None:
+                assert keepalive is not None
+                while True:
+                    await anyio.sleep(opts.keepalive_s / 4)
+                    if anyio.current_time() - last_activity[0] >= opts.keepalive_s:
+                        await timed(keepalive)
+
+            async def main() -> None:
+                try:
+                    for event in await pending_approval_events(state.journal, session_id):
+                        if event.seq <= since:
+                            await timed(lambda e=event: send_event(e, True))  # type: ignore[misc]
+                    for attempt in range(3):
+                        runner = await state.registry.get_runner(session_id)
+                        if not runner.bus.closed:
+                            break
+                        await anyio.sleep(0.05 * (attempt + 1))  # hibernated meanwhile: rebuilt next call
+                    prod["runner"] = runner
+                    agen = runner.subscribe(name, conn["last_seq"], maxsize=opts.queue_events)
+                    prod["started"] = True
+                    try:
+                        async for event in agen:
+                            await timed(lambda e=event: send_event(e, False))  # type: ignore[misc]
+                            conn["last_seq"] = event.seq
+                            conn["sent"] += 1
+                    finally:
+                        prod["done"] = True
+                        await agen.aclose()
+                except SubscriberEvicted:
+                    finish("evicted")
+                except AcagentError as exc:
+                    log.warning("%s stream of session %s ended: %s", kind, session_id, exc)
+                    finish("closed")
+                except TimeoutError:
+                    finish("timeout")
+                except RuntimeError:  # the bus closed under us (shutdown)
+                    finish("closed")
+                else:
+                    finish("closed")
+
+            tg.start_soon(on_disconnect)
+            tg.start_soon(on_shutdown)
+            tg.start_soon(watchdog)
+            if keepalive is not None:
+                tg.start_soon(keepalives)
+            tg.start_soon(main)
+    finally:
+        state.connections.pop(name, None)
+    if end.kind == "evicted":
+        state.evictions += 1
+        log.warning(
+            "%s subscriber %s of session %s evicted (fell %d+ events behind); told to re-attach with since=%d",
+            kind, name, session_id, opts.queue_events, conn["last_seq"],
+        )
+    elif end.kind == "timeout":
+        state.send_timeouts += 1
+        log.warning(
+            "%s subscriber %s of session %s stalled (a send blocked > %.0f s); closed at since=%d",
+            kind, name, session_id, opts.send_timeout_s, conn["last_seq"],
+        )
+    return end.kind or "closed", conn["last_seq"]
+
+
+def _reattach_reason(last_seq: int) -> str:
+    return f"re-attach with since={last_seq}"
+
+
+async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
+    """``GET /v1/sessions/{id}/attach?since=N`` (WebSocket): one JSON text frame per envelope.
+
+    The handshake is answered with a plain HTTP error (never a ``101`` followed by a close) for a
+    bad ``since`` (400) or an unknown session (404). Frames from the client are ignored.
+    """
+    state: DaemonState = websocket.app.state.daemon
+    try:
+        since = parse_since(websocket.query_params.get("since"))
+        await state.journal.get_session(session_id)
+    except AcagentError as exc:
+        await websocket.send_denial_response(JSONResponse(exc.to_envelope(), status_code=exc.status_code))
+        return
+    offered = websocket.scope.get("subprotocols", [])
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+
+    async def send_event(event: Event, replay: bool) -> None:
+        data = replay_json(event) if replay else event.to_json_bytes()
+        await websocket.send({"type": "websocket.send", "text": data.decode()})
+
+    async def wait_disconnect() -> None:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+
+    try:
+        end, last = await pump(
+            state, session_id, since, kind="ws", send_event=send_event, wait_disconnect=wait_disconnect
+        )
+    except OSError:
+        return
+    if end == "disconnected":
+        return
+    code, reason, grace = CLOSE_EVICTED, _reattach_reason(last), state.streams.close_grace_s
+    if end in ("shutdown", "closed"):
+        code, reason, grace = CLOSE_RESTART, f"daemon stopping; {_reattach_reason(last)}", 2.0
+    elif end == "timeout":
+        grace = 1.0
+    with anyio.move_on_after(grace):
+        try:
+            await websocket.close(code, reason)
+        except Exception:  # noqa: BLE001 - the peer is gone; nothing to tell it
+            return
+
+
+class SSEStream(Response):
+    """``GET /v1/sessions/{id}/stream?since=N`` (Server-Sent Events).
+
+    Each event: ``id: <seq>``, ``event: <type>``, ``data: <envelope JSON>``. A re-sent pending
+    approval carries ``"replay": true`` and no ``id:``. Keep-alives are comment lines. When the
+    subscriber is evicted: ``event: evicted`` with ``data: {"last_seq": N, "message": "re-attach
+    with since=N"}``, then the response ends.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, state: DaemonState, session_id: str, since: int) -> None:
+        super().__init__(
+            content=None,
+            status_code=200,
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+            media_type="text/event-stream",
+        )
+        self.state = state
+        self.session_id = session_id
+        self.since = since
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+
+        async def send_event(event: Event, replay: bool) -> None:
+            if replay:
+                chunk = b"event: " + event.type.encode() + b"\ndata: " + replay_json(event) + b"\n\n"
+            else:
+                chunk = (
+                    b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), event.to_json_bytes())
+                )
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        async def keepalive() -> None:
+            await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+
+        async def wait_disconnect() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+
+        try:
+            end, last = await pump(
+                self.state,
+                self.session_id,
+                self.since,
+                kind="sse",
+                send_event=send_event,
+                wait_disconnect=wait_disconnect,
+                keepalive=keepalive,
+            )
+        except OSError:
+            return
+        if end == "disconnected":
+            return
+        tail = b""
+        if end in ("evicted", "timeout"):
+            data = orjson.dumps({"last_seq": last, "message": _reattach_reason(last)})
+            tail = b"event: evicted\ndata: " + data + b"\n\n"
+        elif end in ("shutdown", "closed"):
+            data = orjson.dumps({"last_seq": last, "message": f"daemon stopping; {_reattach_reason(last)}"})
+            tail = b"event: closed\ndata: " + data + b"\n\n"
+        grace = 1.0 if end == "timeout" else self.state.streams.close_grace_s
+        with anyio.move_on_after(grace):
+            try:
+                await send({"type": "http.response.body", "body": tail, "more_body": False})
+            except Exception:  # noqa: BLE001 - the peer is gone
+                return
+
+
+async def sse_endpoint(request: Request, session_id: str) -> Response:
+    """Build the SSE response after checking the cursor and the session (plain HTTP errors)."""
+    state: DaemonState = request.app.state.daemon
+    last_event_id = request.headers.get("last-event-id")
+    if last_event_id is not None and last_event_id.strip():
+        since = parse_since(last_event_id, name="Last-Event-ID")
+    else:
+        since = parse_since(request.query_params.get("since"))
+    await state.journal.get_session(session_id)
+    return SSEStream(state, session_id, since)

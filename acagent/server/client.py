@@ -1,0 +1,412 @@
+"""Talking to a running daemon: discovery, and a :class:`SessionClient` over HTTP + WebSocket.
+
+:func:`daemon_info` reads ``$ACAGENT_HOME/daemon.json`` and checks that its pid is alive (and is
+an acagent process), so a file left by a killed daemon is ignored. :func:`open_remote` is what
+:func:`acagent.cli._common.open_client` uses when a daemon serves the data directory: it opens,
+resumes or creates the session through the HTTP API and yields the same
+:class:`~acagent.cli._common.Opened` as the in-process path, with a :class:`RemoteSessionClient`.
+
+:meth:`RemoteSessionClient.events` reconnects by itself: after a dropped connection (or a 4008
+"re-attach" close, or a daemon restart on another port — ``daemon.json`` is read again) it
+reconnects with ``since`` = the highest seq it delivered, with exponential backoff capped at 10 s,
+and drops duplicates by seq. Re-sent pending approvals (``"replay": true``) are delivered once
+and never move the cursor. A 404 from the daemon ends the iteration with
+:class:`~acagent.errors.SessionNotFound`. Error envelopes are mapped back to the
+:mod:`acagent.errors` class of their ``code`` (``session_busy`` → :class:`SessionBusy`, …), and
+httpx / websockets exceptions never leave this module untranslated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+
+from acagent import errors as E
+from acagent.events import Event
+from acagent.settings import Settings
+
+__all__ = [
+    "DaemonInfo",
+    "DaemonUnavailable",
+    "RemoteSessionClient",
+    "ReplayedEvent",
+    "daemon_info",
+    "error_from_envelope",
+    "open_remote",
+    "read_token",
+]
+
+MAX_BACKOFF_S = 10.0
+
+
+class DaemonUnavailable(E.AcagentError):
+    """Raised when the daemon cannot be reached (it stopped, or its address changed)."""
+
+    code = "daemon_unavailable"
+    status_code = 503
+
+
+class ReplayedEvent(Event):
+    """A pending ``approval.requested`` re-sent on (re)connect (F14); its seq may be ≤ ``since``."""
+
+    replay: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The envelope plus ``"replay": true``."""
+        return {**super().to_dict(), "replay": True}
+
+    def to_json_bytes(self) -> bytes:
+        """Compact JSON of :meth:`to_dict`."""
+        return orjson.dumps(self.to_dict())
+
+
+@dataclass(frozen=True)
+class DaemonInfo:
+    """Contents of ``daemon.json``."""
+
+    pid: int
+    host: str
+    port: int
+    url: str
+    busy_timeout_ms: int | None = None
+    home: Path | None = None
+
+    @property
+    def ws_url(self) -> str:
+        """``ws://host:port``."""
+        return "ws://" + self.url.split("://", 1)[1]
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+        if cmdline and b"acagent" not in cmdline and b"pytest" not in cmdline:
+            return False  # the pid was reused by an unrelated process
+    except (OSError, IndexError):
+        pass
+    return True
+
+
+def daemon_info(home: Path) -> DaemonInfo | None:
+    """The live daemon serving ``home``, or None (no ``daemon.json``, unreadable, or a dead pid)."""
+    path = Path(home) / "daemon.json"
+    try:
+        data = json.loads(path.read_text())
+        info = DaemonInfo(
+            pid=int(data["pid"]),
+            host=str(data["host"]),
+            port=int(data["port"]),
+            url=str(data["url"]),
+            busy_timeout_ms=data.get("busy_timeout_ms"),
+            home=Path(home),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info if _pid_alive(info.pid) else None
+
+
+def read_token(home: Path) -> str:
+    """The daemon's bearer token (``$ACAGENT_HOME/token``).
+
+    Raises:
+        DaemonUnavailable: the file is missing or unreadable.
+    """
+    try:
+        return (Path(home) / "token").read_text().strip()
+    except OSError as exc:
+        raise DaemonUnavailable(f"cannot read the daemon token {str(Path(home) / 'token')!r}: {exc.strerror}") from exc
+
+
+_CODES: dict[str, type[E.AcagentError]] = {
+    cls.code: cls
+    for cls in (
+        E.UserError,
+        E.ConfigError,
+        E.SessionNotFound,
+        E.ApprovalNotFound,
+        E.TranscriptError,
+        E.SessionBusy,
+        E.ConcurrencyCap,
+        E.StaleLease,
+        E.InvalidTransition,
+        E.JournalError,
+        E.ProviderError,
+    )
+}
+
+
+def error_from_envelope(status: int, body: Any) -> E.AcagentError:
+    """Map a daemon error answer back to the :mod:`acagent.errors` class of its ``code``."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return DaemonUnavailable(f"the daemon answered HTTP {status} without an error envelope")
+    code = str(err.get("code") or "internal")
+    message = str(err.get("message") or code)
+    cls = _CODES.get(code)
+    if cls is None:
+        if status == 404:
+            cls = E.SessionNotFound
+        elif 400 <= status < 500:
+            cls = E.UserError
+        else:
+            cls = E.AcagentError
+    exc = cls(message, detail=err.get("detail"))
+    if cls.code != code:
+        exc.code = code
+        exc.status_code = status
+    return exc
+
+
+@contextmanager
+def _map_http() -> Iterator[None]:
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise DaemonUnavailable(f"the daemon did not answer in time ({type(exc).__name__})") from exc
+    except httpx.TransportError as exc:
+        raise DaemonUnavailable(f"cannot reach the daemon: {exc}; is `acagent serve` running?") from exc
+
+
+class RemoteSessionClient:
+    """A :class:`~acagent.client.SessionClient` for one session served by a daemon.
+
+    Args:
+        home: the data directory (``daemon.json`` is re-read after a failed connection).
+        info: the daemon found at open time.
+        session_id: the session.
+        auto_approve: send ``auto_approve`` with each message (``--yes``).
+        http: a shared ``httpx.AsyncClient`` (created when None).
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        info: DaemonInfo,
+        session_id: str,
+        *,
+        auto_approve: bool = False,
+        http: httpx.AsyncClient | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.home = Path(home)
+        self.info = info
+        self.session_id = session_id
+        self.auto_approve = auto_approve
+        self.token = token or read_token(self.home)
+        self._own_http = http is None
+        self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=5.0))
+        self.reconnects = 0
+        """How many times :meth:`events` reconnected (for tests and the UI)."""
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"}
+
+    async def request(self, method: str, path: str, **kw: Any) -> Any:
+        """One API call; returns the decoded JSON answer.
+
+        Raises:
+            AcagentError: the daemon's error envelope, mapped by ``code``.
+            DaemonUnavailable: the daemon cannot be reached.
+        """
+        with _map_http():
+            resp = await self.http.request(method, self.info.url + path, headers=self._headers(), **kw)
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if resp.status_code >= 400:
+            raise error_from_envelope(resp.status_code, body)
+        return body
+
+    async def send(self, text: str | None) -> str:
+        """See :meth:`SessionClient.send` (``text=None`` is not supported through the daemon: it
+        continues interrupted turns by itself)."""
+        if text is None:
+            snap = await self.snapshot()
+            if snap.get("busy") and snap.get("turn_id"):
+                return str(snap["turn_id"])
+            raise E.UserError(
+                f"session {self.session_id} has no interrupted turn to finish (it is {snap.get('status')!r})"
+            )
+        body = {"text": text, "auto_approve": self.auto_approve}
+        data = await self.request("POST", f"/v1/sessions/{self.session_id}/messages", json=body)
+        return str(data["turn_id"])
+
+    async def cancel(self) -> None:
+        """See :meth:`SessionClient.cancel`."""
+        await self.request("POST", f"/v1/sessions/{self.session_id}/cancel")
+
+    async def answer(self, tool_call_id: str, decision: str, *, answer: str | None = None) -> None:
+        """See :meth:`SessionClient.answer`."""
+        body: dict[str, Any] = {"decision": "allow" if decision == "answered" else decision}
+        if answer is not None:
+            body["answer"] = answer
+        from urllib.parse import quote
+
+        await self.request("POST", f"/v1/sessions/{self.session_id}/approvals/{quote(tool_call_id, safe='')}", json=body)
+
+    async def snapshot(self) -> dict[str, Any]:
+        """See :meth:`SessionClient.snapshot`."""
+        data: dict[str, Any] = await self.request("GET", f"/v1/sessions/{self.session_id}")
+        return data
+
+    async def wait_idle(self) -> None:
+        """Wait until no turn runs on the session in the daemon."""
+        while (await self.snapshot()).get("busy"):
+            await anyio.sleep(0.1)
+
+    # ------------------------------------------------------------------ events
+
+    def _refresh_info(self) -> None:
+        info = daemon_info(self.home)
+        if info is not None:
+            self.info = info
+
+    async def events(self, since: int = 0) -> AsyncIterator[Event]:
+        """See :meth:`SessionClient.events` and the module docstring.
+
+        Raises:
+            SessionNotFound: the daemon answered 404 for the session.
+            AcagentError: the daemon refused the credential (401/403).
+        """
+        import websockets
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+        start = since
+        last = since
+        replayed: set[int] = set()
+        delay = 0.0
+        while True:
+            if delay:
+                await anyio.sleep(delay * (0.75 + random.random() / 2))
+            url = f"{self.info.ws_url}/v1/sessions/{self.session_id}/attach?since={last}"
+            got_any = False
+            try:
+                async with websockets.connect(
+                    url,
+                    additional_headers=self._headers(),
+                    subprotocols=["acagent.v1"],  # type: ignore[list-item]
+                    max_size=64 * 1024 * 1024,
+                    open_timeout=10,
+                    ping_interval=20,
+                    ping_timeout=20,
+                    compression=None,
+                ) as ws:
+                    async for frame in ws:
+                        data = orjson.loads(frame)
+                        seq = int(data["seq"])
+                        if data.pop("replay", False):
+                            if (start < seq <= last) or seq in replayed:
+                                continue
+                            replayed.add(seq)
+                            yield ReplayedEvent(**data)
+                            continue
+                        if seq <= last:
+                            continue
+                        last = seq
+                        got_any = True
+                        delay = 0.0
+                        yield Event(**data)
+            except InvalidStatus as exc:
+                status = exc.response.status_code
+                try:
+                    body = orjson.loads(exc.response.body or b"null")
+                except orjson.JSONDecodeError:
+                    body = None
+                err = error_from_envelope(status, body)
+                if status in (400, 401, 403, 404):
+                    raise err from None
+            except (ConnectionClosed, InvalidHandshake, OSError, TimeoutError, orjson.JSONDecodeError):
+                pass
+            self.reconnects += 1
+            self._refresh_info()
+            delay = min(MAX_BACKOFF_S, 0.2 if got_any or not delay else delay * 2)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (if this object created it)."""
+        if self._own_http:
+            await self.http.aclose()
+
+
+async def _find(client: RemoteSessionClient, prefix: str) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = await client.request("GET", f"/v1/sessions/{prefix}")
+        return data
+    except E.SessionNotFound:
+        rows = await client.request("GET", "/v1/sessions")
+        matches = [r for r in rows if str(r["id"]).startswith(prefix)]
+        if len(matches) != 1:
+            what = "is ambiguous" if matches else "matches no session"
+            raise E.SessionNotFound(f"session id {prefix!r} {what}; `acagent sessions list --all` lists them") from None
+        return dict(matches[0])
+
+
+@asynccontextmanager
+async def open_remote(
+    settings: Settings,
+    info: DaemonInfo,
+    *,
+    resume: str | None = None,
+    continue_: bool = False,
+    cwd: str | None = None,
+    title: str | None = None,
+) -> AsyncIterator[Any]:
+    """Open (or create) a session through the daemon; yields :class:`~acagent.cli._common.Opened`.
+
+    Raises:
+        SessionNotFound: unknown id, or nothing to continue in ``cwd``.
+        DaemonUnavailable: the daemon cannot be reached.
+    """
+    from acagent.cli._common import Opened
+
+    client = RemoteSessionClient(settings.home, info, "", auto_approve=settings.auto_approve)
+    try:
+        if resume:
+            row = await _find(client, resume)
+            created = False
+        elif continue_:
+            rows = await client.request("GET", "/v1/sessions", params={"cwd": cwd or os.getcwd(), "limit": 1})
+            if not rows:
+                raise E.SessionNotFound(f"no session to continue in {cwd!r}; start one with `acagent chat`")
+            row, created = rows[0], False
+        else:
+            body: dict[str, Any] = {"cwd": cwd or os.getcwd(), "title": title}
+            if settings.model:
+                body["model"] = settings.model
+            row = await client.request("POST", "/v1/sessions", json=body)
+            created = True
+        client.session_id = str(row["id"])
+        yield Opened(
+            client=client,
+            session_id=client.session_id,
+            created=created,
+            last_seq=int(row["last_seq"]),
+            remote=True,
+            model=row.get("model"),
+        )
+    finally:
+        await client.aclose()
