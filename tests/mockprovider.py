@@ -16,7 +16,7 @@ It is a raw socket-level HTTP/1.1 server (``socketserver.ThreadingTCPServer``) a
 ``Connection: close`` and no ``Content-Length``, so chunk boundaries on the wire are exactly
 the script's and a cut at any byte is possible.
 
-Usage::
+Usage (or the :func:`mock_provider` pytest fixture)::
 
     with MockProvider() as mock:
         mock.script(openai_text("hello"), Script(chunks=[...], pause_after=1))
@@ -34,9 +34,11 @@ import socketserver
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
+
+import pytest
 
 __all__ = [
     "MockProvider",
@@ -45,6 +47,7 @@ __all__ = [
     "TextReply",
     "anthropic_text",
     "anthropic_tool_calls",
+    "mock_provider",
     "openai_text",
     "openai_tool_calls",
     "split_every",
@@ -837,3 +840,13 @@ class MockProvider:
             self._cond.notify_all()
         while not self._closing and not self._release.acquire(timeout=0.1):
             pass
+
+
+@pytest.fixture
+def mock_provider() -> Iterator[MockProvider]:
+    """A started :class:`MockProvider`, closed after the test.
+
+    Import it into a ``conftest.py`` to use it: ``from tests.mockprovider import mock_provider``.
+    """
+    with MockProvider() as server:
+        yield server
