@@ -14,8 +14,10 @@ slot, mapped from the same wire index) when:
 * it carries a non-empty ``id`` different from the wire id of the call open at that index; or
 * **policy for id-less streams:** it carries no id, the open call's argument text is already a
   complete JSON object, and the fragment begins a new top-level object (its argument text starts
-  with ``{``) or repeats a function name. The new call gets a generated id ``call_<uuid hex>``.
-  Two objects are never concatenated into ``{...}{...}``.
+  with ``{``) or names a different function. The new call gets a generated id ``call_<uuid hex>``.
+  Two objects are never concatenated into ``{...}{...}``. A repeated name is never appended
+  (no ``read_fileread_file``) and alone opens no call (some servers repeat it on every fragment);
+  it names the next call if an object follows.
 
 Argument text is joined per call and parsed once, after ``finish_reason`` (in
 :meth:`PartsBuilder.build`). A stream that ends without ``finish_reason`` raises
@@ -249,6 +251,9 @@ class OpenAIStreamedResponse:
         self._text_slot: int | None = None
         self._reasoning_slot: int | None = None
         self._calls: dict[int, _OpenCall] = {}
+        """Wire index → the call open at that index."""
+        self._held_names: dict[int, str] = {}
+        """Wire index → a name seen on a fragment without arguments after a complete call."""
         self._last_wire_index = 0
         self._finish_reason: str | None = None
         self._response_id: str | None = None
@@ -336,14 +341,16 @@ class OpenAIStreamedResponse:
                 self._finish_reason = _FINISH_REASONS.get(choice.finish_reason, choice.finish_reason)
 
     def _starts_new_call(self, call: _OpenCall, wire_id: str | None, name: str | None, args: str) -> bool:
+        complete = _is_complete_object("".join(call.args))
         if wire_id and wire_id != call.tool_call_id:
             # F10 C: a different id at a reused index is a new call.
-            return call.wire_id or _is_complete_object("".join(call.args))
-        if wire_id:
+            return call.wire_id or complete
+        if wire_id or not complete:
             return False
-        # F10 D policy: no ids; a complete object followed by a new object or a new name.
-        begins_object = args.lstrip().startswith("{")
-        return (begins_object or bool(name)) and _is_complete_object("".join(call.args))
+        # F10 D policy (no ids): after a complete object, a new top-level object or a different
+        # function name begins a new call. A repeated name alone does not (some servers repeat
+        # it on every fragment); it is remembered in case the next fragment opens an object.
+        return args.lstrip().startswith("{") or bool(name and name != call.name)
 
     def _on_tool_fragment(self, fragment: Any) -> Iterator[StreamEvent]:
         wire_index = fragment.index if isinstance(fragment.index, int) else self._last_wire_index
@@ -358,13 +365,18 @@ class OpenAIStreamedResponse:
                 slot=self._new_slot(),
                 tool_call_id=wire_id or f"call_{uuid.uuid4().hex}",
                 wire_id=bool(wire_id),
+                name=name or self._held_names.pop(wire_index, ""),
             )
             self._calls[wire_index] = call
             self._text_slot = None  # text after a tool call is a new part
+        elif name and call.name and not args:
+            self._held_names[wire_index] = name  # a repeat, or the name of a call whose object follows
         if name and not call.name:
-            call.name = name  # a repeated name on a continuation fragment is not appended
+            call.name = name  # a repeated name on a continuation fragment is never appended
         if args:
             call.args.append(args)
+            if call.name == name or not name:
+                self._held_names.pop(wire_index, None)
         if not call.started:
             if not call.name:
                 return  # hold fragments until the name arrives

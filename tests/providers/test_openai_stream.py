@@ -160,27 +160,66 @@ class TestParallelToolCalls:
         replay = mock.wait_for_requests(2)[1]
         assert replay.json["messages"][1]["tool_calls"][0]["function"]["arguments"] == "{}"
 
-    async def test_name_only_fragment_then_arguments(
-        self, mock: MockProvider, openai_provider: OpenAIProvider
+    @pytest.mark.parametrize(
+        ("fragments", "expected"),
+        [
+            pytest.param(
+                [
+                    {"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file"}},
+                    {"index": 0, "function": {"arguments": '{"path":'}},
+                    {"index": 0, "function": {"name": "read_file", "arguments": ' "a"}'}},
+                    {"index": 0, "function": {"name": "read_file", "arguments": ""}},
+                ],
+                [("read_file", {"path": "a"})],
+                id="name repeated on every fragment is not appended and opens no call",
+            ),
+            pytest.param(
+                [
+                    {"index": 0, "function": {"name": "read_file", "arguments": '{"path":"a.txt"}'}},
+                    {"index": 0, "function": {"name": "read_file"}},
+                    {"index": 0, "function": {"arguments": '{"path":"b.txt"}'}},
+                ],
+                [("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"})],
+                id="no ids, name and object in separate fragments",
+            ),
+            pytest.param(
+                [
+                    {"index": 0, "function": {"name": "read_file", "arguments": '{"path":"a.txt"}'}},
+                    {"index": 0, "function": {"name": "shell", "arguments": ""}},
+                    {"index": 0, "function": {"arguments": '{"command":"ls"}'}},
+                ],
+                [("read_file", {"path": "a.txt"}), ("shell", {"command": "ls"})],
+                id="no ids, a different name after a complete call",
+            ),
+            pytest.param(
+                [
+                    {"index": 0, "function": {"name": "shell", "arguments": '{"a": '}},
+                    {"index": 0, "function": {"arguments": '{"b": 1}}'}},
+                ],
+                [("shell", {"a": {"b": 1}})],
+                id="no ids, a nested object continues the call",
+            ),
+        ],
+    )
+    async def test_fragment_shapes(
+        self,
+        mock: MockProvider,
+        openai_provider: OpenAIProvider,
+        fragments: list[dict[str, Any]],
+        expected: list[tuple[str, dict[str, Any]]],
     ) -> None:
-        chunks = [
-            {"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file"}},
-            {"index": 0, "function": {"arguments": '{"path":'}},
-            {
-                "index": 0,
-                "function": {"name": "read_file", "arguments": ' "a"}'},
-            },  # repeated name: not appended
-        ]
         body = b"".join(
             b"data: "
-            + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [c]}}]}).encode()
+            + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [f]}}]}).encode()
             + b"\n\n"
-            for c in chunks
+            for f in fragments
         )
         body += b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\ndata: [DONE]\n\n'
         mock.script(body)
         _, response = await collect(openai_provider, make_request())
-        assert _calls(response.message) == [("call_1", "read_file", {"path": "a"})]
+        assert [(n, a) for _, n, a in _calls(response.message)] == expected
+        assert all(c.arguments_error is None for c in response.message.tool_calls)
+        assert len({c.tool_call_id for c in response.message.tool_calls}) == len(expected)
 
 
 class TestEmptyArguments:
