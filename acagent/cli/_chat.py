@@ -342,8 +342,13 @@ class _Chat:
     async def _watch_sigint(self) -> None:
         import anyio
 
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGHUP, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if signum != signal.SIGINT:  # the terminal went away, or kill: stop the turn, exit
+                    self.quit_code = 128 + int(signum)
+                    if self.tg is not None:
+                        self.tg.cancel_scope.cancel()
+                    return
                 self._after_caret_c()
                 if self.turn_id is not None:
                     await self._cancel()

@@ -1,0 +1,279 @@
+"""``acagent chat`` driven in a real terminal (tmux) as a person would, against the strict mock.
+
+Each test starts its own tmux server (``-L`` with a unique socket name) running an interactive
+bash in an empty working directory, types commands and keys with ``send-keys`` and polls
+``capture-pane`` until the expected text shows (no fixed sleeps).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.mockprovider import MockProvider, Script, TextReply, openai_tool_calls
+
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+F07_COMMAND = """bash -c 'trap "" INT TERM HUP; sleep 1000 & echo "child=$!"; while true; do sleep 1; done'"""
+KILL_GRACE_S = 2.0
+"""``timing.tool_kill_grace_s`` (the default): SIGTERM, this long, then SIGKILL."""
+
+
+def _oa(delta: dict[str, object], finish: str | None = None) -> bytes:
+    body = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return ("data: " + json.dumps(body) + "\n\n").encode()
+
+
+def slow_text(words: list[str], *, sleep_s: float = 0.1, pause_after: int | None = None) -> Script:
+    """An OpenAI stream sending one word per chunk, ``sleep_s`` apart (optionally pausing)."""
+    chunks = [_oa({"role": "assistant", "content": ""}), *(_oa({"content": w}) for w in words)]
+    chunks += [_oa({}, "stop"), b"data: [DONE]\n\n"]
+    return Script(chunks=chunks, sleeps=sleep_s, pause_after=pause_after)
+
+
+class Tmux:
+    """One private tmux server with one pane running an interactive bash."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.socket = f"acagent-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.cwd = cwd
+        self.env = env
+        rcfile = cwd.parent / "bashrc"
+        rcfile.write_text("PS1='$ '\nunset HISTFILE\n")
+        self._tmux(
+            "new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(cwd),
+            f"bash --noprofile --rcfile {rcfile} -i",
+        )  # fmt: skip
+        self.wait_for(lambda screen: screen.rstrip().endswith("$"), what="the shell prompt")
+
+    def _tmux(self, *args: str) -> str:
+        proc = subprocess.run(
+            ["tmux", "-L", self.socket, *args], env=self.env, capture_output=True, text=True, timeout=10
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)} failed: {proc.stderr}")
+        return proc.stdout
+
+    def type(self, text: str, *, enter: bool = True) -> None:
+        """Type ``text`` literally, then Enter."""
+        self._tmux("send-keys", "-t", "main", "-l", text)
+        if enter:
+            self._tmux("send-keys", "-t", "main", "Enter")
+
+    def keys(self, *keys: str) -> None:
+        """Press keys by tmux name (``C-c``, ``C-d``, ``Enter``)."""
+        self._tmux("send-keys", "-t", "main", *keys)
+
+    def screen(self) -> str:
+        """The pane with its scrollback, wrapped lines joined, without the blank rows below."""
+        return self._tmux("capture-pane", "-p", "-J", "-t", "main", "-S", "-500").rstrip()
+
+    def wait_for(self, check: Callable[[str], object], *, timeout: float = 20.0, what: str = "") -> str:
+        """Poll the pane until ``check(screen)`` is truthy; return the screen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what or check}; screen:\n{screen}")
+            time.sleep(0.05)
+
+    def wait_text(self, text: str, *, timeout: float = 20.0, after: int = 0) -> str:
+        """Wait until ``text`` occurs ``after`` characters or more into the screen."""
+        return self.wait_for(lambda s: text in s[after:], timeout=timeout, what=repr(text))
+
+    def wait_chat_prompt(self, *, timeout: float = 20.0) -> str:
+        """Wait until the last non-empty line is the empty chat prompt ``›``."""
+        return self.wait_for(lambda s: _last_line(s) == "›", timeout=timeout, what="the chat prompt")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def _last_line(screen: str) -> str:
+    lines = [line for line in screen.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _pid_dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # an unreaped zombie has exited too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@pytest.fixture
+def term(tmp_path: Path) -> Iterator[Tmux]:
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ACAGENT_", "OPENAI_", "ANTHROPIC_", "TMUX"))
+    }
+    env.update(
+        ACAGENT_HOME=str(home),
+        OPENAI_API_KEY="k",
+        PATH=bin_dir + os.pathsep + env.get("PATH", ""),
+    )
+    if not (Path(bin_dir) / "acagent").exists():  # pragma: no cover  # the venv always has the script
+        pytest.skip("the acagent console script is not installed next to the interpreter")
+    tmux = Tmux(work, env)
+    try:
+        yield tmux
+    finally:
+        tmux.close()
+
+
+def test_chat_approve_stream_interrupt_exit_and_continue(term: Tmux, mock: MockProvider) -> None:
+    """Type a prompt, approve the shell call, see the streamed answer; Ctrl-C mid-stream brings the
+    prompt back; /exit exits 0; `chat --continue` shows the earlier conversation."""
+    mock.script(
+        openai_tool_calls(
+            [("call_1", "shell", {"command": "echo tmux-ok > out.txt; echo written"})], text="Running it."
+        ),
+        slow_text(["The ", "file ", "is ", "written."]),
+        slow_text(["Counting: ", "one ", "two ", "three"], pause_after=3),
+    )
+    chat = f"acagent chat --model openai:mock --base-url {mock.openai_base_url}"
+    term.type(chat)
+    term.wait_chat_prompt()
+    term.wait_text("(new)")
+
+    # Turn 1: the model asks for a shell call; approve it.
+    term.type("please write the file")
+    screen = term.wait_text("allow? [y/n/a]")
+    assert "$ echo tmux-ok > out.txt; echo written" in screen
+    assert "[y]es / [n]o / [a]lways" in screen
+    assert not (term.cwd / "out.txt").exists()
+    term.type("y")
+    screen = term.wait_text("The file is written.")
+    screen = term.wait_chat_prompt()
+    assert "✓ allowed" in screen
+    assert "│ written" in screen
+    assert (term.cwd / "out.txt").read_text() == "tmux-ok\n"
+
+    # Turn 2: the stream pauses mid-answer; Ctrl-C interrupts and the prompt comes back.
+    mark = len(term.screen())
+    term.type("count please")
+    term.wait_text("Counting: one", after=mark)
+    mock.wait_paused(1)
+    term.keys("C-c")
+    term.wait_text("interrupted (user)", after=mark)
+    term.wait_chat_prompt(timeout=10)
+    mock.release()
+    assert len(mock.requests) == 3
+
+    # /exit ends the process with status 0.
+    term.type("/exit")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt after /exit")
+    term.type("echo EXIT=$?")
+    term.wait_text("EXIT=0")
+
+    # --continue replays the conversation before the prompt.
+    mark = len(term.screen())
+    term.type(f"acagent chat --continue --base-url {mock.openai_base_url}")
+    screen = term.wait_chat_prompt()[mark:]
+    assert "(resumed)" in screen
+    history = screen[screen.index("history") :]
+    for expected in (
+        "› please write the file",
+        "Running it.",
+        "● shell $ echo tmux-ok > out.txt; echo written",
+        "✓ allowed",
+        "The file is written.",
+        "› count please",
+        "⏹ interrupted (user)",
+    ):
+        assert expected in history, expected
+    assert history.index("› please write the file") < history.index("The file is written.")
+    assert history.index("The file is written.") < history.index("› count please")
+    assert "approval needed" not in history  # resolved approvals replay as their decision
+    term.type("/exit")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
+
+
+def test_ctrl_c_during_a_tool_kills_its_process_tree(term: Tmux, mock: MockProvider) -> None:
+    """F07 (b): Ctrl-C while a shell call runs kills the whole group, the detached-looking child
+    included, within the grace period + 2 s; the prompt comes back and the session goes on."""
+    mock.script(openai_tool_calls([("call_7", "shell", {"command": F07_COMMAND})]), TextReply("after the cancel"))
+    term.type(f"acagent chat --yes --model openai:mock --base-url {mock.openai_base_url}")
+    term.wait_chat_prompt()
+    term.type("start the loop")
+    screen = term.wait_for(lambda s: re.search(r"child=\d+", s), what="child=NNN")
+    match = re.search(r"child=(\d+)", screen)
+    assert match is not None
+    child = int(match.group(1))
+    assert not _pid_dead(child)
+
+    term.keys("C-c")
+    started = time.monotonic()
+    while not _pid_dead(child):
+        assert time.monotonic() - started < KILL_GRACE_S + 2, f"child {child} still alive"
+        time.sleep(0.05)
+    screen = term.wait_text("interrupted (user)")
+    term.wait_chat_prompt(timeout=10)
+    assert "└ interrupted" in term.screen()
+
+    # The session accepts the next message and the strict mock accepts its history.
+    term.type("what happened?")
+    term.wait_text("after the cancel")
+    term.wait_chat_prompt()
+    assert [r.status for r in mock.requests] == [200, 200]
+
+    # Ctrl-C on the idle prompt: a hint first, then exit 0.
+    term.keys("C-c")
+    term.wait_text("press Ctrl-C again")
+    term.keys("C-c")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
+    term.type("echo EXIT=$?")
+    term.wait_text("EXIT=0")
+
+
+def test_ctrl_c_at_an_approval_prompt_cancels_the_turn(term: Tmux, mock: MockProvider) -> None:
+    """Ctrl-C while asked y/n/a cancels the turn: the call is not run and the prompt comes back."""
+    mock.script(openai_tool_calls([("call_9", "shell", {"command": "touch never.txt"})]))
+    term.type(f"acagent chat --model openai:mock --base-url {mock.openai_base_url}")
+    term.wait_chat_prompt()
+    term.type("touch it")
+    term.wait_text("allow? [y/n/a]")
+    term.type("maybe")
+    term.wait_text("answer y (yes), n (no) or a (always")
+    term.keys("C-c")
+    screen = term.wait_text("interrupted (user)")
+    term.wait_chat_prompt()
+    assert "approval cancelled" in screen
+    assert not (term.cwd / "never.txt").exists()
+    term.keys("C-d")
+    term.wait_text("press Ctrl-C again")
+    term.keys("C-d")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
