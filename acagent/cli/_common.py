@@ -45,11 +45,40 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``anyio.run`` on the asyncio backend; AcagentError → one-line message, exit 1."""
     try:
         return anyio.run(fn)
-    except AcagentError as exc:
-        fail(f"{exc.message}" + (f" [{exc.code}]" if exc.code not in ("internal", "bad_request") else ""))
+    except (AcagentError, BaseExceptionGroup) as exc:
+        err = _leaf_error(exc)
+        if err is None:
+            raise
+        fail(f"{err.message}" + (f" [{err.code}]" if err.code not in ("internal", "bad_request") else ""))
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         fail("interrupted", 130)
+
+
+def _leaf_error(exc: BaseException) -> AcagentError | None:
+    """The AcagentError inside ``exc`` (task groups wrap errors in exception groups)."""
+    if isinstance(exc, AcagentError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _leaf_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+async def check_model(settings: Settings, model: str) -> None:
+    """Fail early (before any session is written) on an unknown provider or a missing key.
+
+    Raises:
+        ConfigError: naming the fix.
+    """
+    if model.startswith("local:"):
+        return  # the local provider checks its model file when it starts
+    from acagent.providers import create_provider
+
+    provider = create_provider(model, settings)
+    await provider.aclose()
 
 
 @dataclass
@@ -112,7 +141,9 @@ async def open_client(
         else:
             from acagent.providers import resolve_model_id
 
-            row = await registry.create_session(cwd, model=resolve_model_id(settings), title=title)
+            model = resolve_model_id(settings)
+            await check_model(settings, model)
+            row = await registry.create_session(cwd, model=model, title=title)
             created = True
         if settings.model and not created and row.model != settings.model:
             row.model = settings.model  # an explicit --model applies to this process's turns

@@ -392,9 +392,18 @@ class InProcessRunner:
             except StaleLease:
                 raise
             except Exception as exc:
-                log.exception("session %s: turn %s failed", self.session_id, turn_id)
+                err = _leaf_error(exc)
+                if err is not None:  # a known failure (config, provider, journal): no traceback
+                    log.warning("session %s: turn %s failed: %s", self.session_id, turn_id, err.message)
+                    exc = err
+                else:
+                    log.exception("session %s: turn %s failed", self.session_id, turn_id)
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                    await self.fail_turn(turn_id, error_type=type(exc).__name__, message=str(exc) or repr(exc))
+                    await self.fail_turn(
+                        turn_id,
+                        error_type=exc.code if isinstance(exc, AcagentError) else type(exc).__name__,
+                        message=exc.message if isinstance(exc, AcagentError) else (str(exc) or repr(exc)),
+                    )
                 return False
         if not completed and (scope.cancelled_caught or self._interrupt_reason == "lease_lost"):
             if self._interrupt_reason != "lease_lost":
@@ -644,6 +653,18 @@ class InProcessRunner:
         self.bus.close()
         if self._provider is not None:
             await self._provider.aclose()
+
+
+def _leaf_error(exc: BaseException) -> AcagentError | None:
+    """The first AcagentError inside ``exc`` (task groups wrap errors in exception groups)."""
+    if isinstance(exc, AcagentError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _leaf_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def _json(text: str) -> Any:
