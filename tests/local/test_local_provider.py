@@ -1,0 +1,141 @@
+"""The `local` provider end to end: a real SmolLM2 in xllamacpp's in-process server.
+
+Skipped (with the reason) when xllamacpp or the GGUF is missing.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from acagent.errors import ConfigError
+from acagent.messages import Message, TextPart
+from acagent.providers import ModelRequest, TextDelta, create_provider
+from acagent.providers._local import LocalProvider, default_threads, local_banner
+from acagent.settings import Settings, load_settings
+
+pytestmark = pytest.mark.anyio
+
+
+def _request(text: str, *, max_tokens: int = 128) -> ModelRequest:
+    return ModelRequest(
+        system="You are a helpful assistant.",
+        messages=[Message(role="user", parts=[TextPart(text=text)])],
+        tools=[],
+        request_id="test",
+        max_tokens=max_tokens,
+    )
+
+
+def _cpu_s() -> float:
+    """CPU time of this process (all threads, llama.cpp's included), in seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _cpu_rate(window_s: float) -> float:
+    """CPU seconds consumed per wall second over ``window_s``."""
+    before, t0 = _cpu_s(), time.perf_counter()
+    await anyio.sleep(window_s)
+    return (_cpu_s() - before) / (time.perf_counter() - t0)
+
+
+@pytest.fixture
+def settings(home: Path, real_gguf: Path, needs_xllamacpp: None) -> Settings:
+    return load_settings({"home": home}, env={})
+
+
+class TestUnit:
+    def test_default_threads(self) -> None:
+        """max(1, min(4, cpus - 1))."""
+        assert [default_threads(n) for n in (1, 2, 3, 5, 16)] == [1, 1, 2, 4, 4]
+
+    def test_banner_names_model_and_the_switch(self) -> None:
+        """The banner says which model answers, that it is tiny/offline/tool-less, and how to switch."""
+        text = local_banner("local:smollm2-135m")
+        assert "SmolLM2-135M" in text
+        assert "local:smollm2-135m" in text
+        assert "offline" in text
+        assert "without tools" in text
+        assert "--model openai:gpt-4o-mini" in text
+        assert "OPENAI_API_KEY" in text
+        assert "--model anthropic:" in text
+
+    def test_missing_xllamacpp_names_the_extra(self, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without xllamacpp, creating the provider says how to install it."""
+        monkeypatch.setattr("acagent.providers._local.xllamacpp_available", lambda: False)
+        with pytest.raises(ConfigError, match=r"acagent\[local\]"):
+            create_provider("local:smollm2-135m", load_settings({"home": home}, env={}))
+
+    def test_unknown_local_model(self, settings: Settings) -> None:
+        """An unknown local model name is a ConfigError."""
+        with pytest.raises(ConfigError, match="unknown local model"):
+            create_provider("local:llama-70b", settings)
+
+
+class TestEndToEnd:
+    async def test_answers_through_registry(self, settings: Settings) -> None:
+        """`local:smollm2-135m` via the registry streams a non-empty answer; no tools offered."""
+        provider = create_provider("local:smollm2-135m", settings)
+        assert isinstance(provider, LocalProvider)
+        assert provider.name == "local"
+        assert provider.supports_tools is False
+        assert provider.threads == default_threads()
+        try:
+            deltas: list[str] = []
+            async with provider.request_stream(_request("What is the capital of France?")) as stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        deltas.append(event.text)
+                response = stream.get()
+            text = "".join(deltas)
+            assert text.strip()
+            assert response.message.parts == [TextPart(text=text)]
+            assert response.usage.output_tokens > 0
+            assert provider.base_url is not None
+            assert provider.base_url.startswith("http://127.0.0.1:")
+        finally:
+            await provider.aclose()
+
+    async def test_cancel_stops_generation(self, settings: Settings) -> None:
+        """Leaving the stream mid-generation stops llama.cpp: CPU use drops to ~0 within ~1 s."""
+        provider = create_provider("local:smollm2-135m", settings)
+        try:
+            await provider.start()
+            assert await _cpu_rate(0.5) < 0.2  # idle server: no background work
+            request = _request("Write a very long story about a dragon and a lighthouse.", max_tokens=4000)
+            busy = 0.0
+            async with provider.request_stream(request) as stream:
+                n = 0
+                before, t0 = _cpu_s(), time.perf_counter()
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        n += 1
+                        if n == 10:
+                            before, t0 = _cpu_s(), time.perf_counter()
+                        if n == 40:
+                            busy = (_cpu_s() - before) / (time.perf_counter() - t0)
+                            break
+            assert n == 40, "the model stopped before 40 deltas; the test needs a long generation"
+            assert busy > 0.5, f"generation used only {busy:.2f} CPU s/s; the measurement would prove nothing"
+            await anyio.sleep(1.0)
+            after = await _cpu_rate(1.0)
+            assert after < 0.15, f"still {after:.2f} CPU s/s after cancel (generating: {busy:.2f})"
+        finally:
+            await provider.aclose()
+
+    async def test_aclose_stops_the_server(self, settings: Settings) -> None:
+        """After aclose the port no longer answers."""
+        provider = create_provider("local:smollm2-135m", settings)
+        base_url = await provider.start()
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(base_url.removesuffix("/v1") + "/health")).status_code == 200
+            await provider.aclose()
+            assert provider.base_url is None
+            with pytest.raises(httpx.TransportError):
+                await client.get(base_url.removesuffix("/v1") + "/health", timeout=2.0)
