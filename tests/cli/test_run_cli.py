@@ -1,0 +1,129 @@
+"""`acagent run` / `sessions` / `export` / `import` end to end, as real subprocesses against the
+strict mock provider (issue 2: "How it is checked")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mockprovider import MockProvider, Script, TextReply, anthropic_tool_calls, openai_tool_calls
+
+
+def _base(mock: MockProvider, provider: str) -> str:
+    return mock.openai_base_url if provider == "openai" else mock.anthropic_base_url
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_run_tool_then_continue_sends_whole_history(cli: Any, mock: MockProvider, workspace: Path,
+                                                    provider: str) -> None:
+    """run --yes makes the model call shell (the file exists), --continue sends everything back."""
+    command = "echo hi > made.txt && echo made"
+    if provider == "openai":
+        first = openai_tool_calls([("call_1", "shell", {"command": command})])
+    else:
+        first = anthropic_tool_calls("On it.", [("toolu_1", "shell", {"command": command})])
+    mock.script(first, TextReply("Created made.txt."), TextReply("Yes, it exists."))
+    base = _base(mock, provider)
+    r = cli("run", "--yes", "--model", f"{provider}:mock", "--base-url", base, "make a file", cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Created made.txt.\n"
+    assert (workspace / "made.txt").read_text() == "hi\n"
+    r = cli("run", "--continue", "--model", f"{provider}:mock", "--base-url", base, "does it exist?", cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Yes, it exists.\n"
+    assert [q.status for q in mock.requests] == [200, 200, 200]
+    assert all(q.headers.get("idempotency-key", "").startswith("ses_") for q in mock.requests)
+    body = json.dumps(mock.requests[-1].json)
+    for needle in ("make a file", command.replace('"', '\\"'), "made\\n", "Created made.txt.", "does it exist?"):
+        assert needle in body
+    listed = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)
+    assert len(listed) == 1 and listed[0]["status"] == "done" and listed[0]["cwd"] == str(workspace.resolve())
+    assert {"id", "status", "cwd", "title", "updated_at", "last_seq"} <= set(listed[0])
+    transcript = next((cli.home / "sessions").rglob(f"{listed[0]['id']}.jsonl"))
+    records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    seqs = [r["seq"] for r in records]
+    assert seqs == sorted(set(seqs)) and seqs[0] == 1
+    types = [r["type"] for r in records]
+    for t in ("user.message", "tool.call", "tool.result", "assistant.message", "turn.completed"):
+        assert t in types
+    assert set(records[0]) == {"seq", "ts", "session_id", "type", "payload"}
+
+
+def test_run_json_prints_every_envelope(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """--json prints the turn's events one per line, strictly increasing seq."""
+    mock.script(TextReply("hello"))
+    r = cli("run", "--json", "--model", "openai:mock", "--base-url", mock.openai_base_url, "hi", cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["type"] for e in events][-1] == "turn.completed"
+    assert [e["seq"] for e in events] == list(range(events[0]["seq"], events[-1]["seq"] + 1))
+
+
+def test_unknown_session_id_is_one_line_error(cli: Any, workspace: Path) -> None:
+    r = cli("run", "--resume", "ses_doesnotexist", cwd=workspace)
+    assert r.returncode != 0
+    assert r.stderr.count("\n") == 1 and "ses_doesnotexist" in r.stderr and "Traceback" not in r.stderr
+    r = cli("sessions", "show", "ses_doesnotexist", cwd=workspace)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+def test_unreachable_base_url_fails_cleanly(cli: Any, workspace: Path) -> None:
+    r = cli("run", "--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "hi", cwd=workspace,
+            extra_env={"ACAGENT_TIMING_RETRY_BASE_DELAY_S": "0.01"})
+    assert r.returncode == 1
+    assert "cannot reach" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+
+
+def test_invalid_api_key_fails_cleanly(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """A 401 from the endpoint is not retried and names the key to fix."""
+    mock.default = Script(status=401, body={"error": {"message": "bad key", "type": "invalid_request_error"}})
+    r = cli("run", "--model", "openai:m", "--base-url", mock.openai_base_url, "hi", cwd=workspace,
+            extra_env={"OPENAI_API_KEY": "bad-key"})
+    assert r.returncode == 1
+    assert "OPENAI_API_KEY" in r.stderr and "Traceback" not in r.stderr
+    assert len(mock.requests) == 1
+
+
+def test_missing_key_or_unknown_provider_writes_nothing(cli: Any, workspace: Path) -> None:
+    for model, needle in (("anthropic:claude", "ANTHROPIC_API_KEY"), ("nope:x", "unknown provider")):
+        r = cli("run", "--model", model, "hi", cwd=workspace)
+        assert r.returncode == 2 or r.returncode == 1
+        assert needle in r.stderr and "Traceback" not in r.stderr
+    assert json.loads(cli("sessions", "list", "--all", "--json", check=True).stdout) == []
+
+
+def test_import_corrupt_line_names_line_and_writes_nothing(cli: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    good = {"seq": 1, "ts": "t", "session_id": "ses_x", "type": "session.created", "payload": {"cwd": "/tmp"}}
+    bad.write_text(json.dumps(good) + "\n{not json\n" + json.dumps({**good, "seq": 3, "type": "user.message",
+                                                                   "payload": {"text": "x"}}) + "\n")
+    r = cli("import", str(bad))
+    assert r.returncode != 0 and "line 2" in r.stderr and "Traceback" not in r.stderr
+    assert json.loads(cli("sessions", "list", "--all", "--json", check=True).stdout) == []
+
+
+def test_export_import_round_trip(cli: Any, mock: MockProvider, workspace: Path, tmp_path: Path) -> None:
+    """export → import gives a session with the same events whose context resumes."""
+    mock.script(TextReply("one"), TextReply("two"))
+    cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "first", cwd=workspace, check=True)
+    sid = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)[0]["id"]
+    exported = cli("export", sid, check=True).stdout
+    path = tmp_path / "s.jsonl"
+    path.write_text(exported)
+    r = cli("import", str(path), check=True)
+    new_id = r.stdout.split()[2]
+    assert new_id != sid
+    r = cli("run", "--resume", new_id, "--model", "openai:mock", "--base-url", mock.openai_base_url, "second",
+            cwd=workspace, check=True)
+    assert r.stdout == "two\n"
+    body = json.dumps(mock.requests[-1].json)
+    assert "first" in body and "one" in body and "second" in body
+
+
+def test_help_is_fast_enough_to_start(cli: Any) -> None:
+    r = cli("--help", check=True)
+    assert "chat" in r.stdout and "run" in r.stdout
