@@ -212,6 +212,9 @@ class SessionRegistry:
                 continue
             self.runners.pop(sid, None)
             await runner.aclose()
+            writer = self._transcripts.pop(sid, None)
+            if writer is not None:
+                writer.close()
             dropped += 1
         return dropped
 
