@@ -127,3 +127,22 @@ def test_export_import_round_trip(cli: Any, mock: MockProvider, workspace: Path,
 def test_help_is_fast_enough_to_start(cli: Any) -> None:
     r = cli("--help", check=True)
     assert "chat" in r.stdout and "run" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["chat.jsonl", "tool-calls.jsonl"])
+def test_shipped_example_transcripts_import_and_resume(cli: Any, mock: MockProvider, name: str,
+                                                       workspace: Path) -> None:
+    """sessions.example/ transcripts are in the transcript format: they import and resume."""
+    from tests.conftest import REPO
+
+    r = cli("import", str(REPO / "sessions.example" / name), check=True)
+    assert r.stderr == ""
+    sid = r.stdout.split()[2]
+    shown = cli("export", sid, check=True).stdout.splitlines()
+    original = (REPO / "sessions.example" / name).read_text().splitlines()
+    assert [json.loads(x)["type"] for x in shown] == [json.loads(x)["type"] for x in original]
+    mock.script(TextReply("resumed"))
+    r = cli("run", "--resume", sid, "--model", "openai:mock", "--base-url", mock.openai_base_url, "and now?",
+            cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    assert mock.requests[-1].status == 200, mock.requests[-1].error
