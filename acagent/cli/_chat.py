@@ -12,6 +12,8 @@ Keys:
   turn; the prompt comes back once ``turn.interrupted`` arrives. Two more presses while the
   cancel is in progress quit.
 - Ctrl-C or Ctrl-D on the idle prompt: the first press prints a hint, a second one exits (0).
+- SIGHUP (the terminal closed) or SIGTERM: the running turn is stopped like a shutdown (its tool
+  process groups are killed) and chat exits with 128 + the signal number.
 
 Every prompt runs with ``handle_sigint=False`` so prompt_toolkit never replaces our SIGINT
 handler. Events that arrive while a prompt is shown are drawn above it (``in_terminal``).
@@ -381,7 +383,7 @@ class _Chat:
                     continue
             await self._draw(event)
             p = event.payload
-            if event.type == "approval.requested" and not self.settings.auto_approve:
+            if event.type == "approval.requested":  # with --yes too: ask_user questions still ask
                 await self.notes_send.send(event)
             elif event.type in TURN_END:
                 if self.prompt_for is not None and self.prompt_scope is not None:

@@ -22,12 +22,14 @@ streaming right now in another process) is shown as the partial text so far.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, Group
 from rich.control import Control
+from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.segment import ControlType
 from rich.text import Text
@@ -38,6 +40,11 @@ __all__ = ["EventRenderer"]
 
 TURN_END = frozenset({"turn.completed", "turn.interrupted", "turn.failed"})
 _STREAM_CLOSERS = TURN_END | {"assistant.message", "llm.retry"}
+
+_MARKDOWN = re.compile(
+    r"\*\*|__|`|\[[^\]\n]+\]\([^)\n]+\)|^#{1,6} |^\s*[-*+] |^\s*\d+\. |^>|^\|.*\|\s*$", re.MULTILINE
+)
+"""Text that renders differently as markdown (emphasis, code, links, headings, lists, quotes, tables)."""
 
 _RESULT_STYLE = {"ok": "", "error": "red", "interrupted": "yellow", "denied": "yellow"}
 _DECISIONS = {
@@ -68,6 +75,9 @@ class EventRenderer:
             already on screen; history is always drawn with them).
         max_output_lines: live ``tool.output`` lines shown per tool call.
         max_result_lines: ``tool.result`` content lines shown when no live output was shown.
+        markdown: draw final assistant messages that use markdown as markdown (on a terminal the
+            streamed raw text is replaced when it is still on screen); default: when the console
+            is a terminal.
     """
 
     def __init__(
@@ -77,11 +87,13 @@ class EventRenderer:
         echo_user: bool = True,
         max_output_lines: int = 12,
         max_result_lines: int = 12,
+        markdown: bool | None = None,
     ) -> None:
         self.console = console
         self.echo_user = echo_user
         self.max_output_lines = max_output_lines
         self.max_result_lines = max_result_lines
+        self._use_markdown = console.is_terminal if markdown is None else markdown
         self._pending_approval: dict[str, Any] | None = None
         self._stream = ""
         """Assistant text streamed since the last stream boundary (the reply so far)."""
@@ -202,6 +214,8 @@ class EventRenderer:
         text = str(p.get("text") or "")
         streamed, self._stream = self._stream, ""
         self.reply = text
+        if not p.get("interrupted") and (not streamed or text == streamed) and self._markdown(text, streamed):
+            return
         if streamed and text.startswith(streamed):
             rest = text[len(streamed) :]
             if rest:
@@ -235,20 +249,41 @@ class EventRenderer:
 
     def _strike(self, partial: str) -> bool:
         """Redraw ``partial`` (still on screen, ending at the cursor) struck through."""
+        if not self._rewind(partial):
+            return False
+        self.console.print(Text(partial, style="dim strike"), soft_wrap=True, highlight=False)
+        return True
+
+    def _rewind(self, shown: str) -> bool:
+        """Move the cursor to the start of ``shown``, streamed from column 0 and ending at the cursor.
+
+        Returns:
+            False (cursor unmoved) unless the console is a terminal and all of ``shown`` is still
+            on screen; text with tabs, carriage returns or escapes is never rewound.
+        """
         console = self.console
-        if not console.is_terminal or "\t" in partial or "\r" in partial:
+        if not console.is_terminal or any(ch in shown for ch in "\t\r\x1b"):
             return False
         width = max(1, console.width)
-        rows = 0
-        for line in partial.split("\n"):
-            rows += max(1, -(-Text(line).cell_len // width))
+        rows = sum(max(1, -(-Text(line).cell_len // width)) for line in shown.split("\n"))
         if rows > max(1, console.height - 2):
             return False
         moves: list[Control] = [Control.move_to_column(0)]
         if rows > 1:
             moves.append(Control((ControlType.CURSOR_UP, rows - 1)))
         console.control(*moves)
-        console.print(Text(partial, style="dim strike"), soft_wrap=True, highlight=False)
+        return True
+
+    def _markdown(self, text: str, streamed: str) -> bool:
+        """Draw ``text`` as markdown, replacing ``streamed`` on screen; False if not done."""
+        if not self._use_markdown or not _MARKDOWN.search(text):
+            return False
+        if streamed and not self._rewind(streamed):
+            return False
+        if streamed:
+            self.console.file.write("\x1b[J")  # erase from the cursor to the end of the screen
+        self._midline = False
+        self.console.print(Markdown(text), highlight=False)
         return True
 
     # ------------------------------------------------------------------ tools

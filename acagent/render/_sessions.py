@@ -170,12 +170,8 @@ def show_session(
 
     if summary:
         table = Table(title="LLM steps", title_justify="left", box=None, header_style="bold", pad_edge=False)
-        table.add_column("#", justify="right")
-        table.add_column("turn", no_wrap=True)
-        table.add_column("attempts", justify="right")
-        table.add_column("retries", justify="right")
-        table.add_column("status", no_wrap=True)
-        table.add_column("last error", overflow="ellipsis", no_wrap=True)
+        for name in ("step", "turn", "attempts", "retries", "status"):
+            table.add_column(name, no_wrap=True, justify="left" if name in ("turn", "status") else "right")
         for n, step in enumerate(summary, 1):
             st = str(step["status"])
             table.add_row(
@@ -184,10 +180,14 @@ def show_session(
                 str(len(step["attempts"])),
                 Text(str(step["retries"]), style="yellow" if step["retries"] else ""),
                 Text(st, style={"done": "green", "failed": "red", "inflight": "yellow"}.get(st, "")),
-                str(step["error"] or ""),
             )
         console.print()
         console.print(table)
+        for n, step in enumerate(summary, 1):
+            if step["error"]:
+                console.print(
+                    Text(f"  step {n}: {step['error']}", style="dim"), no_wrap=True, overflow="ellipsis"
+                )
 
     if approvals:
         console.print()

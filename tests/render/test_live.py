@@ -520,3 +520,54 @@ def test_long_lines_do_not_break_tool_lines(width: int) -> None:
     lines = out(c).splitlines()
     assert len(lines) == 1
     assert len(lines[0]) <= width
+
+
+class TestMarkdown:
+    MD = "Use **bold** and `code`."
+
+    def test_terminal_replaces_the_streamed_text_with_markdown(self) -> None:
+        """On a terminal the raw stream is erased and the final message drawn as markdown."""
+        c = console(force_terminal=True, color_system="standard", height=24)
+        r = EventRenderer(c)
+        e = Script()
+        r.render(e("assistant.delta", text=self.MD, step_id="s", attempt=1))
+        assert "**bold**" in out(c)
+        r.render(e("assistant.message", text=self.MD, message={}, step_id="s"))
+        after = out(c).rsplit("\x1b[J", 1)[1]
+        assert "bold" in after
+        assert "**" not in after
+        assert not r.midline
+
+    def test_plain_consoles_keep_the_raw_text(self) -> None:
+        c = console()
+        r = EventRenderer(c)
+        e = Script()
+        r.render(e("assistant.delta", text=self.MD, step_id="s", attempt=1))
+        r.render(e("assistant.message", text=self.MD, message={}, step_id="s"))
+        assert out(c) == self.MD + "\n"
+
+    def test_history_draws_markdown_when_asked(self) -> None:
+        c = console()
+        EventRenderer(c, markdown=True).render_history(
+            [
+                Event(
+                    seq=1,
+                    ts="",
+                    session_id=SID,
+                    type="assistant.message",
+                    payload={"text": "# Title\n\n- a\n- b"},
+                )
+            ]
+        )
+        text = out(c)
+        assert "# Title" not in text
+        assert "Title" in text
+        assert "• a" in text
+
+    def test_plain_text_is_never_reformatted(self) -> None:
+        c = console(force_terminal=True, color_system=None, height=24)
+        r = EventRenderer(c)
+        e = Script()
+        r.render(e("assistant.delta", text="just words", step_id="s", attempt=1))
+        r.render(e("assistant.message", text="just words", message={}, step_id="s"))
+        assert "\x1b[J" not in out(c)
