@@ -202,3 +202,25 @@ def test_crash_mid_tool_kills_orphaned_process_group(cli: Any, mock: MockProvide
         time.sleep(0.05)
     else:
         pytest.fail(f"orphaned sleep {pid} is still alive after recovery")
+
+
+def test_crash_while_approval_pending_keeps_it_pending(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """Killed in waiting_user: the approval survives; resuming re-sends it and answering continues."""
+    log = workspace / "log.txt"
+    mock.default = _responder("openai", f"echo appended >> {log}")
+    first = cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go", cwd=workspace,
+                extra_env={"ACAGENT_CRASH_AT": "waiting_approval"})
+    assert first.returncode == -signal.SIGKILL
+    db = _journal(cli.home)
+    sid, status = db.execute("SELECT id, status FROM session").fetchone()
+    assert status == "waiting_user"
+    assert db.execute("SELECT approval FROM tool_call").fetchone()[0] == "pending"
+    second = cli("run", "--resume", sid, "--yes", "--json", "--model", "openai:mock", "--base-url",
+                 mock.openai_base_url, cwd=workspace)
+    assert second.returncode == 0, second.stderr
+    events = [json.loads(line) for line in second.stdout.splitlines()]
+    assert events[0]["type"] == "approval.requested"  # re-sent although its seq is before the cursor
+    assert any(e["type"] == "approval.resolved" and e["payload"]["decision"] == "allow" for e in events)
+    assert log.read_text() == "appended\n"
+    assert len(mock.requests) == 2
+    _check_seqs(db, sid)

@@ -64,8 +64,8 @@ async def _run(settings: Any, prompt: str | None, resume: str | None, continue_:
                     sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
                     sys.stdout.flush()
                 p = event.payload
-                if event.type == "approval.requested" and not settings.auto_approve:
-                    decision = await _ask_approval(p, interactive)
+                if event.type == "approval.requested":
+                    decision = "allow" if settings.auto_approve else await _ask_approval(p, interactive)
                     with contextlib.suppress(ApprovalNotFound):
                         await client.answer(p["tool_call_id"], decision)
                 if event.type in TURN_END:

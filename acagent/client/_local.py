@@ -38,8 +38,15 @@ class LocalSessionClient:
         await runner.answer_approval(tool_call_id, decision, answer=answer)
 
     async def events(self, since: int = 0) -> AsyncIterator[Event]:
-        """See :meth:`SessionClient.events`; re-subscribes from the last seq if evicted."""
+        """See :meth:`SessionClient.events`; re-subscribes from the last seq if evicted.
+
+        Approvals still pending whose request is at or before ``since`` are sent first, so a
+        client that attaches late can still answer them (F14).
+        """
         last = since
+        for event in await self.registry.journal.pending_approval_events(self.session_id):
+            if event.seq <= since:
+                yield event
         while True:
             runner = await self.registry.get_runner(self.session_id)
             try:

@@ -615,6 +615,29 @@ class SqliteJournal:
             )
         return tc
 
+    async def pending_approval_events(self, session_id: str) -> list[Event]:
+        """The ``approval.requested`` events of approvals still pending, ascending seq.
+
+        Clients that attach after the request was made are sent these again (F14).
+        """
+        pending = {r.tool_call_id for r in await self.pending_approvals(session_id)}
+        if not pending:
+            return []
+
+        def q(db: sqlite3.Connection) -> Any:
+            return db.execute(
+                "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND type = 'approval.requested'"
+                " ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+
+        out = []
+        for seq, ts, typ, payload in await self._run(q, read=True):
+            data = orjson.loads(payload)
+            if data.get("tool_call_id") in pending:
+                out.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=data))
+        return out
+
     async def pending_approvals(self, session_id: str) -> list[ToolCallRow]:
         """Tool calls waiting for the user's decision, in order."""
         return [r for r in await self.tool_calls(session_id, open_only=True) if r.approval == "pending"]
