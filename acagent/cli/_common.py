@@ -13,13 +13,15 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from acagent.cli._app import fail
 from acagent.errors import AcagentError
-from acagent.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from acagent.settings import Settings
 
 __all__ = ["Opened", "build_settings", "open_client", "run_async", "turn_end_types"]
 
@@ -35,6 +37,8 @@ def turn_end_types() -> tuple[str, ...]:
 
 def build_settings(**flags: Any) -> Settings:
     """Settings from CLI flags + environment + config file (exits with a message on error)."""
+    from acagent.settings import load_settings
+
     try:
         return load_settings(flags)
     except AcagentError as exc:
