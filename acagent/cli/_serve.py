@@ -40,6 +40,9 @@ def serve_command(
     send_timeout: Annotated[
         float, typer.Option("--send-timeout", help="Seconds a stream send may block before the client is closed.", hidden=True)
     ] = 30.0,
+    keepalive: Annotated[
+        float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.", hidden=True)
+    ] = 15.0,
     queue_events: Annotated[
         int, typer.Option("--queue-events", help="Per-attacher queue bound (events).", hidden=True, min=16)
     ] = 1024,
@@ -59,6 +62,7 @@ def serve_command(
         port=port,
         hibernate_interval_s=hibernate_interval,
         send_timeout_s=send_timeout,
+        keepalive_s=keepalive,
         queue_events=queue_events,
     )
 

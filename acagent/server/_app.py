@@ -417,12 +417,14 @@ def create_app(state: DaemonState) -> FastAPI:
         """Start a turn. Policy when a turn already runs: reject with 409 ``session_busy``."""
         if state.shutting_down.is_set():
             raise DaemonStopping("the daemon is shutting down; retry when it is back")
-        runner = await state.registry.get_runner(session_id)
-        if not runner.is_busy:
-            auto = body.auto_approve or state.settings.auto_approve
-            if runner.settings.auto_approve != auto:
-                runner.settings = state.settings.model_copy(update={"auto_approve": auto})
-        _, turn_id = await state.registry.start_turn(session_id, body.text)
+        # One accept at a time per session, so a concurrent POST sees the running turn's id.
+        async with state.turn_lock(session_id):
+            runner = await state.registry.get_runner(session_id)
+            if not runner.is_busy:
+                auto = body.auto_approve or state.settings.auto_approve
+                if runner.settings.auto_approve != auto:
+                    runner.settings = state.settings.model_copy(update={"auto_approve": auto})
+            _, turn_id = await state.registry.start_turn(session_id, body.text)
         return {"turn_id": turn_id, "session_id": session_id}
 
     @app.post(

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 
 from acagent.errors import UserError
 from acagent.settings import Settings
@@ -128,6 +129,43 @@ def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
+def _http_protocol() -> type:
+    """uvicorn's h11 protocol with two changes at the edge, before the app runs.
+
+    - Only a ``GET`` may upgrade to a WebSocket (uvicorn hands any request with ``Upgrade:
+      websocket`` to the WebSocket protocol, which answers a ``POST`` with a bare 405); other
+      methods stay plain HTTP and meet the guard (F18). Other upgrades (``h2c``) are ignored.
+    - A request h11 cannot parse (e.g. HTTP/1.1 without ``Host``) gets 400 in the error envelope.
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    body = orjson.dumps(
+        {"error": {"code": "bad_request", "message": "malformed HTTP request (a Host header is required)", "detail": None}}
+    )
+
+    class AcagentH11Protocol(H11Protocol):
+        def _should_upgrade(self) -> bool:
+            if self._get_upgrade() != b"websocket":
+                return False
+            return self.scope.get("method") == "GET" and self._should_upgrade_to_ws()
+
+        def send_400_response(self, msg: str) -> None:
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ]
+            try:
+                for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=body), h11.EndOfMessage()):
+                    self.transport.write(self.conn.send(event))
+            except h11.LocalProtocolError:  # pragma: no cover - h11 refuses to answer this request at all
+                pass
+            self.transport.close()
+
+    return AcagentH11Protocol
+
+
 def _make_server(app: Any) -> Any:
     import uvicorn
 
@@ -144,7 +182,7 @@ def _make_server(app: Any) -> Any:
         access_log=False,
         lifespan="off",
         ws="websockets-sansio",
-        http="h11",
+        http=_http_protocol(),
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
         timeout_graceful_shutdown=5,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +50,20 @@ class DaemonState:
     shutting_down: anyio.Event = field(default_factory=anyio.Event)
     connections: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Live stream connections: name → {kind, session_id, since, sent, last_seq}."""
+    turn_locks: dict[str, anyio.Lock] = field(default_factory=dict)
     evictions: int = 0
     send_timeouts: int = 0
+
+    @asynccontextmanager
+    async def turn_lock(self, session_id: str) -> AsyncIterator[None]:
+        """Serialize turn starts of one session (the lock is dropped when nobody waits)."""
+        lock = self.turn_locks.setdefault(session_id, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self.turn_locks.pop(session_id, None)
 
     @property
     def journal(self) -> SqliteJournal:

@@ -271,6 +271,7 @@ class SSEStream(Response):
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
             media_type="text/event-stream",
         )
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]  # a stream has none
         self.state = state
         self.session_id = session_id
         self.since = since
