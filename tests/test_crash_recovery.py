@@ -224,3 +224,36 @@ def test_crash_while_approval_pending_keeps_it_pending(cli: Any, mock: MockProvi
     assert log.read_text() == "appended\n"
     assert len(mock.requests) == 2
     _check_seqs(db, sid)
+
+
+def test_any_cli_start_reaps_orphaned_tool_processes(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """Opening the data dir kills tool process groups a dead process left (the turn stays resumable)."""
+    import os
+    import time
+
+    pidfile = workspace / "sleep.pid"
+    mock.default = _responder("openai", f"sleep 60 & echo $! > {pidfile}; wait")
+    first = cli("run", "--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go",
+                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": "mid_tool"})
+    assert first.returncode == -signal.SIGKILL
+    deadline = time.time() + 5
+    while not pidfile.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    mock.default = openai_text("hello")
+    r = cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "unrelated", cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the orphaned sleep survived")
+    status = _journal(cli.home).execute("SELECT status FROM session ORDER BY created_at LIMIT 1").fetchone()[0]
+    assert status == "waiting_tool"  # still resumable with `run --resume`

@@ -134,6 +134,7 @@ async def open_client(
 
     async with SessionRegistry.open(settings, interactive=interactive) as registry:
         journal = registry.journal
+        await registry.reap_orphans()
         created = False
         if resume:
             row = await journal.find_session(resume)

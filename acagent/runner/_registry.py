@@ -10,22 +10,24 @@ memory; rebuilt from the journal on demand).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from acagent.errors import ConcurrencyCap, SessionBusy, TranscriptError, UserError
+from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, UserError
 from acagent.events import make_payload
 from acagent.providers._base import Provider
 from acagent.runner._runner import InProcessRunner, pid_is_dead
 from acagent.settings import Settings
 from acagent.store import ACTIVE, SessionRow, SqliteJournal
-from acagent.store._transcript import TranscriptWriter, read_transcript, transcript_path
+from acagent.store._transcript import TranscriptWriter, transcript_path
 from acagent.tools import Tool
 
 __all__ = ["SessionRegistry", "canonical_cwd"]
@@ -72,6 +74,7 @@ class SessionRegistry:
         self._tools_factory = tools_factory
         self._interactive = interactive
         self._transcripts: dict[str, TranscriptWriter] = {}
+        self._pumps: dict[str, anyio.Event] = {}
 
     @classmethod
     @asynccontextmanager
@@ -88,7 +91,9 @@ class SessionRegistry:
         own = journal is None
         if journal is None:
             journal = await SqliteJournal.open(
-                settings.db_path, durability=settings.durability, busy_timeout_ms=settings.timing.busy_timeout_ms
+                settings.db_path,
+                durability=settings.durability,
+                busy_timeout_ms=settings.timing.busy_timeout_ms,
             )
         try:
             async with anyio.create_task_group() as tg:
@@ -117,7 +122,9 @@ class SessionRegistry:
 
     # ------------------------------------------------------------------ sessions
 
-    async def create_session(self, cwd: str | Path, *, model: str | None = None, title: str | None = None) -> SessionRow:
+    async def create_session(
+        self, cwd: str | Path, *, model: str | None = None, title: str | None = None
+    ) -> SessionRow:
         """Create a session in ``cwd`` (made absolute and canonical once, here)."""
         row, _ = await self.journal.create_session(cwd=canonical_cwd(cwd), model=model, title=title)
         return row
@@ -182,12 +189,33 @@ class SessionRegistry:
         """Sessions left active whose lease expired or whose holder is a dead local process."""
         now = time.time()
         out = []
-        for row in await self.journal.list_sessions():
-            if row.status not in ACTIVE or (row.id in self.runners and self.runners[row.id].is_busy):
+        for row in await self.journal.list_sessions(statuses=ACTIVE):
+            if row.id in self.runners and self.runners[row.id].is_busy:
                 continue
-            if row.lease_owner is None or (row.lease_expires_at or 0) < now or pid_is_dead(row.lease_host, row.lease_pid):
+            if (
+                row.lease_owner is None
+                or (row.lease_expires_at or 0) < now
+                or pid_is_dead(row.lease_host, row.lease_pid)
+            ):
                 out.append(row)
         return out
+
+    async def reap_orphans(self) -> int:
+        """Kill the tool process groups that dead processes left running (no state change).
+
+        The turn itself is continued by :meth:`recover` (daemon) or ``run --resume``; this only
+        makes sure no orphaned command keeps running meanwhile. Returns how many groups were
+        signalled.
+        """
+        from acagent.tools import kill_process_group
+
+        killed = 0
+        for row in await self.orphaned_sessions():
+            for call in await self.journal.tool_calls(row.id, open_only=True):
+                if call.status == "running" and call.pid:
+                    if await kill_process_group(call.pid, self.settings.timing.tool_kill_grace_s):
+                        killed += 1
+        return killed
 
     async def recover(self) -> list[str]:
         """Continue every orphaned session's interrupted turn in the background.
@@ -228,6 +256,10 @@ class SessionRegistry:
         for runner in list(self.runners.values()):
             await runner.aclose()
         self.runners.clear()
+        with anyio.move_on_after(10):  # let each transcript writer take what was published
+            for done in list(self._pumps.values()):
+                await done.wait()
+        self._pumps.clear()
         for writer in self._transcripts.values():
             writer.close()
         self._transcripts.clear()
@@ -247,57 +279,102 @@ class SessionRegistry:
             self._transcripts[row.id] = writer
         await self._repair_transcript(row, writer)
         sub = runner.bus.subscribe("transcript", maxsize=65536)
+        done = anyio.Event()
+        self._pumps[row.id] = done
 
         async def pump() -> None:
             try:
                 async for event in sub:
-                    if event.seq > writer.last_seq + 1:  # dropped: fill the gap from the journal
+                    if event.seq > writer.last_seq + 1 and event.seq > writer.sync() + 1:
+                        # dropped, or the file lags: fill the gap from the journal
                         writer.write(await self.journal.events(row.id, writer.last_seq, until=event.seq - 1))
                     writer.write([event])
             except OSError:
                 log.exception("transcript %s: write failed; it will be repaired from the journal", path)
+            finally:
+                done.set()
 
         self._tg.start_soon(pump)
 
-    async def _repair_transcript(self, row: SessionRow, writer: TranscriptWriter) -> None:
-        """Make the transcript agree with the journal (append what lags, rewrite what is damaged)."""
-        path = writer.path
-        damaged_warning = None
-        try:
-            read = read_transcript(path) if path.exists() and path.stat().st_size else None
-        except (TranscriptError, OSError) as exc:
-            read = None
-            damaged_warning = str(exc)
-        if read is not None and read.skipped:
-            damaged_warning = read.warning(path)
-        journal_events = None
-        if damaged_warning is not None:
-            journal_events = await self.journal.events(row.id, 0)
-            writer.rewrite(journal_events, keep_damaged=True)
-            log.warning("%s; rewritten from the journal", damaged_warning)
-            warnings = [{"code": "transcript_repaired", "message": damaged_warning, "at": time.time()}]
-            await self.journal.set_warnings(row.id, warnings)
-            runner = self.runners.get(row.id)
-            if runner is not None and row.lease_owner is None:
-                try:
-                    await runner.writer.commit(
-                        [
-                            (
-                                "error",
-                                make_payload(
-                                    "error",
-                                    code="transcript_repaired",
-                                    message=damaged_warning + "; rewritten from the journal",
-                                    detail=read.skipped if read is not None else None,
-                                ),
-                            )
-                        ]
-                    )
-                except Exception:
-                    log.exception("could not record the transcript warning")
-                writer.write(await self.journal.events(row.id, writer.last_seq))
-            return
-        writer.last_seq = read.events[-1].seq if read is not None and read.events else 0
-        missing = await self.journal.events(row.id, writer.last_seq)
-        writer.write(missing)
+    def _held_elsewhere(self, row: SessionRow) -> bool:
+        """True while a live process other than this one holds the session's lease."""
+        if row.lease_owner is None or (row.lease_expires_at or 0) < time.time():
+            return False
+        if any(r.worker_id == row.lease_owner for r in self.runners.values()):
+            return False
+        return not pid_is_dead(row.lease_host, row.lease_pid)
 
+    async def _repair_transcript(self, row: SessionRow, writer: TranscriptWriter) -> None:
+        """Make the transcript agree with the journal (case F03).
+
+        The lease holder owns the file: while another live process holds the session's lease,
+        this process neither repairs nor appends (case F04 (b): the file never has two writers);
+        the holder's writer completes it. Otherwise a transcript that merely lags the journal is
+        completed by appending, and a damaged one (NUL runs, torn or unparseable lines, records
+        missing from the middle) is rewritten from the journal — the old file is kept as
+        ``.corrupt`` — with a warning naming the file, the damaged lines and their byte offsets:
+        logged, added to the session's ``warnings`` and committed as an ``error`` event
+        (code ``transcript_repaired``) that ``attach`` and ``run --json`` show.
+        """
+        row = await self.journal.get_session(row.id)
+        if self._held_elsewhere(row):
+            log.info(
+                "transcript %s: session %s is held by pid %s; not touching it",
+                writer.path,
+                row.id,
+                row.lease_pid,
+            )
+            return
+        path = writer.path
+        read = writer.read() if path.exists() and path.stat().st_size else None
+        warning = read.warning(path) if read is not None else None
+        detail: dict[str, Any] = {"file": str(path)}
+        if read is not None:
+            detail.update(skipped_lines=read.lines_skipped, damaged=read.skipped)
+            seqs = [e.seq for e in read.events]
+            if seqs != list(range(1, len(seqs) + 1)) or (seqs and seqs[-1] > row.last_seq):
+                have = set(seqs)
+                missing = [s for s in range(1, (seqs[-1] if seqs else 0) + 1) if s not in have]
+                extra = [s for s in seqs if s > row.last_seq]
+                note = (
+                    f"records missing from the middle (seq {_ranges(missing)})"
+                    if missing
+                    else f"records the journal does not hold (seq {_ranges(extra)})"
+                )
+                warning = f"{warning}; {note}" if warning else f"transcript {str(path)!r}: {note}"
+                detail["missing_seqs"] = missing
+        if warning is None:
+            writer.last_seq = read.events[-1].seq if read is not None and read.events else 0
+            writer.write(await self.journal.events(row.id, writer.last_seq))
+            return
+        writer.rewrite(await self.journal.events(row.id, 0), keep_damaged=True)
+        message = f"{warning}; rewritten from the journal (the damaged file is kept as {path.name}.corrupt)"
+        log.warning("%s", message)
+        warnings = json.loads(row.warnings) if row.warnings else []
+        warnings.append({"code": "transcript_repaired", "message": message, "at": time.time(), **detail})
+        await self.journal.set_warnings(row.id, warnings)
+        runner = self.runners.get(row.id)
+        if runner is not None:
+            try:
+                await runner.writer.commit(
+                    [
+                        (
+                            "error",
+                            make_payload("error", code="transcript_repaired", message=message, detail=detail),
+                        )
+                    ]
+                )
+            except AcagentError:
+                log.exception("could not record the transcript warning")
+            writer.write(await self.journal.events(row.id, writer.last_seq))
+
+
+def _ranges(seqs: list[int]) -> str:
+    """``[1, 2, 3, 7]`` → ``"1-3, 7"``."""
+    spans: list[list[int]] = []
+    for s in seqs:
+        if spans and spans[-1][1] == s - 1:
+            spans[-1][1] = s
+        else:
+            spans.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

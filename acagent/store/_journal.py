@@ -287,15 +287,23 @@ class SqliteJournal:
             raise SessionNotFound(f"session id {prefix!r} {what}; `acagent sessions list --all` lists them")
         return SessionRow(*rows[0])
 
-    async def list_sessions(self, *, cwd: str | None = None, limit: int | None = None) -> list[SessionRow]:
-        """Sessions, newest ``updated_at`` first, optionally of one working directory."""
+    async def list_sessions(
+        self, *, cwd: str | None = None, limit: int | None = None, statuses: Sequence[str] | None = None
+    ) -> list[SessionRow]:
+        """Sessions, newest ``updated_at`` first, optionally of one working directory or statuses."""
 
         def q(db: sqlite3.Connection) -> Any:
             sql = f"SELECT {_SESSION_COLS} FROM session"
+            where: list[str] = []
             args: list[Any] = []
             if cwd is not None:
-                sql += " WHERE cwd = ?"
+                where.append("cwd = ?")
                 args.append(cwd)
+            if statuses is not None:
+                where.append(f"status IN ({','.join('?' * len(statuses))})")
+                args.extend(statuses)
+            if where:
+                sql += " WHERE " + " AND ".join(where)
             sql += " ORDER BY updated_at DESC, id DESC"
             if limit is not None:
                 sql += " LIMIT ?"
