@@ -305,6 +305,7 @@ class RemoteSessionClient:
                 await anyio.sleep(delay * (0.75 + random.random() / 2))
             url = f"{self.info.ws_url}/v1/sessions/{self.session_id}/attach?since={last}"
             got_any = False
+            connected = False
             try:
                 async with websockets.connect(
                     url,
@@ -316,6 +317,7 @@ class RemoteSessionClient:
                     ping_timeout=20,
                     compression=None,
                 ) as ws:
+                    connected = True
                     async for frame in ws:
                         data = orjson.loads(frame)
                         seq = int(data["seq"])
@@ -343,7 +345,8 @@ class RemoteSessionClient:
             except (ConnectionClosed, InvalidHandshake, OSError, TimeoutError, orjson.JSONDecodeError):
                 pass
             self.reconnects += 1
-            self._refresh_info()
+            if not connected:  # the daemon may have restarted on another port
+                self._refresh_info()
             delay = min(MAX_BACKOFF_S, 0.2 if got_any or not delay else delay * 2)
 
     async def aclose(self) -> None:
