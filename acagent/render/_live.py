@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, Group
-from rich.control import Control
 from rich.markdown import Markdown
 from rich.panel import Panel
-from rich.segment import ControlType
 from rich.text import Text
 
 from acagent.events import Event
+from acagent.render._stream import StreamWriter, visible
 
 __all__ = ["EventRenderer"]
 
@@ -98,8 +97,7 @@ class EventRenderer:
         self._stream = ""
         """Assistant text streamed since the last stream boundary (the reply so far)."""
         self._stream_kind = "text"
-        self._midline = False
-        """The cursor is after streamed text that has no newline yet."""
+        self._out = StreamWriter(console)
         self._tools: dict[str, _ToolState] = {}
         self.reply = ""
         """Text of the last committed ``assistant.message`` (what the model said)."""
@@ -144,13 +142,12 @@ class EventRenderer:
     @property
     def midline(self) -> bool:
         """True while the cursor is after streamed text that has no newline yet."""
-        return self._midline
+        return self._out.midline
 
     def finish_line(self) -> None:
-        """End a line of streamed text, if one is open."""
-        if self._midline:
-            self.console.print()
-            self._midline = False
+        """End a line of streamed text, if one is open (other output follows)."""
+        self._out.end_line()
+        self._out.close_region()
 
     def render(self, event: Event) -> None:
         """Draw one event."""
@@ -164,7 +161,7 @@ class EventRenderer:
     def _line(self, text: Text | str, style: str = "") -> None:
         self.finish_line()
         if isinstance(text, str):
-            text = Text(text, style=style)
+            text = Text(visible(text), style=style)
         self.console.print(text, highlight=False, soft_wrap=False)
 
     def _block(self, content: str, style: str, limit: int, prefix: str = "  │ ") -> None:
@@ -178,7 +175,7 @@ class EventRenderer:
     def _clipped(self, line: str, style: str) -> None:
         self.finish_line()
         self.console.print(
-            Text(line.expandtabs(4), style=style),
+            Text(visible(line.expandtabs(4)), style=style),
             no_wrap=True,
             overflow="ellipsis",
             highlight=False,
@@ -193,7 +190,7 @@ class EventRenderer:
         self.finish_line()
         self.console.print()
         text = Text("› ", style="bold cyan")
-        text.append(str(p.get("text", "")), style="bold")
+        text.append(visible(str(p.get("text", ""))), style="bold")
         self.console.print(text, highlight=False)
 
     def _on_assistant_delta(self, p: dict[str, Any]) -> None:
@@ -201,44 +198,34 @@ class EventRenderer:
         if not text:
             return
         kind = p.get("kind") or "text"
-        if kind != self._stream_kind and self._midline:
-            self.finish_line()
+        if kind != self._stream_kind and self._out.midline:
+            self._out.end_line()
         self._stream_kind = kind
         if kind == "text":
             self._stream += text
-        style = "dim italic" if kind == "reasoning" else ""
-        self.console.print(Text(text, style=style), end="", soft_wrap=True, highlight=False)
-        self._midline = not text.endswith("\n")
+        self._out.write(text, "dim italic" if kind == "reasoning" else "")
 
     def _on_assistant_message(self, p: dict[str, Any]) -> None:
         text = str(p.get("text") or "")
         streamed, self._stream = self._stream, ""
         self.reply = text
-        if not p.get("interrupted") and (not streamed or text == streamed) and self._markdown(text, streamed):
+        interrupted = bool(p.get("interrupted"))
+        if not interrupted and (not streamed or text == streamed) and self._markdown(text, bool(streamed)):
             return
         if streamed and text.startswith(streamed):
-            rest = text[len(streamed) :]
-            if rest:
-                self.console.print(Text(rest), end="", soft_wrap=True, highlight=False)
-                self._midline = not rest.endswith("\n")
-        elif streamed and streamed.startswith(text):
-            pass
-        else:
+            self._out.write(text[len(streamed) :])
+        elif not (streamed and streamed.startswith(text)):
             self.finish_line()
-            if text:
-                self.console.print(Text(text), soft_wrap=True, highlight=False)
-        if p.get("interrupted"):
-            if self._midline:
-                self.console.print(Text(" [interrupted]", style="yellow"), highlight=False)
-                self._midline = False
-            else:
-                self._line("[interrupted]", "yellow")
+            self._out.write(text)
+        if interrupted:
+            self._out.write(" [interrupted]" if self._out.midline else "[interrupted]", "yellow")
         self.finish_line()
 
     def _on_llm_retry(self, p: dict[str, Any]) -> None:
         partial, self._stream = self._stream, ""
-        if partial and self._midline and self._strike(partial):
-            self._midline = False
+        if partial and self._out.rewind():  # still on screen: redraw it struck through
+            self._out.erase_below()
+            self._out.write(partial, "dim strike")
         self.finish_line()
         reason = p.get("reason", "error")
         attempt = p.get("attempt", "?")
@@ -247,42 +234,15 @@ class EventRenderer:
             note += "; partial reply discarded"
         self._line(note, "dim yellow")
 
-    def _strike(self, partial: str) -> bool:
-        """Redraw ``partial`` (still on screen, ending at the cursor) struck through."""
-        if not self._rewind(partial):
-            return False
-        self.console.print(Text(partial, style="dim strike"), soft_wrap=True, highlight=False)
-        return True
-
-    def _rewind(self, shown: str) -> bool:
-        """Move the cursor to the start of ``shown``, streamed from column 0 and ending at the cursor.
-
-        Returns:
-            False (cursor unmoved) unless the console is a terminal and all of ``shown`` is still
-            on screen; text with tabs, carriage returns or escapes is never rewound.
-        """
-        console = self.console
-        if not console.is_terminal or any(ch in shown for ch in "\t\r\x1b"):
-            return False
-        width = max(1, console.width)
-        rows = sum(max(1, -(-Text(line).cell_len // width)) for line in shown.split("\n"))
-        if rows > max(1, console.height - 2):
-            return False
-        moves: list[Control] = [Control.move_to_column(0)]
-        if rows > 1:
-            moves.append(Control((ControlType.CURSOR_UP, rows - 1)))
-        console.control(*moves)
-        return True
-
-    def _markdown(self, text: str, streamed: str) -> bool:
-        """Draw ``text`` as markdown, replacing ``streamed`` on screen; False if not done."""
+    def _markdown(self, text: str, streamed: bool) -> bool:
+        """Draw ``text`` as markdown, replacing the streamed raw text on screen; False if not done."""
         if not self._use_markdown or not _MARKDOWN.search(text):
             return False
-        if streamed and not self._rewind(streamed):
-            return False
         if streamed:
-            self.console.file.write("\x1b[J")  # erase from the cursor to the end of the screen
-        self._midline = False
+            if not self._out.rewind():
+                return False
+            self._out.erase_below()
+        self.finish_line()
         self.console.print(Markdown(text), highlight=False)
         return True
 
@@ -295,13 +255,13 @@ class EventRenderer:
         head = Text("● ", style="cyan")
         head.append(name, style="bold cyan")
         if name == "shell" and isinstance(args.get("command"), str):
-            lines = args["command"].split("\n")
+            lines = visible(args["command"]).split("\n")
             head.append(" $ " + lines[0], style="bold")
             self._line(head)
             if len(lines) > 1:
                 self._block("\n".join(lines[1:]), "bold", 5, prefix="    ")
         else:
-            head.append(" " + _format_args(args), style="")
+            head.append(" " + visible(_format_args(args)), style="")
             self.finish_line()
             self.console.print(head, highlight=False, no_wrap=True, overflow="ellipsis", crop=True)
         if p.get("arguments_error"):
@@ -357,13 +317,13 @@ class EventRenderer:
         self._pending_approval = dict(p)
         body: list[Text] = []
         if p.get("kind") == "question":
-            body.append(Text(str(p.get("question") or ""), style="bold"))
+            body.append(Text(visible(str(p.get("question") or "")), style="bold"))
             body.append(Text("type your answer", style="dim"))
             title = "question from the agent"
         else:
             command = p.get("command")
             if isinstance(command, str):
-                body.append(Text("$ " + command, style="bold"))
+                body.append(Text("$ " + visible(command), style="bold"))
             else:
                 dumped = json.dumps(p.get("arguments") or {}, indent=2, ensure_ascii=False)
                 lines = dumped.split("\n")
