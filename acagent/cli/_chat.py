@@ -140,6 +140,9 @@ class _Chat:
         self.history_done = anyio.Event()
         self.notes_send, self.notes = anyio.create_memory_object_stream["Event"](1000)
         self.turn_id: str | None = None
+        """The turn being waited for; ``""`` while a message is being sent."""
+        self.expect_echo: str | None = None
+        """Text this chat just sent: its ``user.message`` is already on screen as typed input."""
         self.cancel_presses = 0
         self.prompting = False
         self.prompt_scope: anyio.CancelScope | None = None
@@ -221,9 +224,11 @@ class _Chat:
                 if self._command(text) == "exit":
                     return 0
                 continue
+            self.expect_echo, self.turn_id, self.cancel_presses = text, "", 0
             try:
                 turn_id = await self.client.send(text)
             except AcagentError as exc:
+                self.expect_echo = self.turn_id = None
                 self._error(exc)
                 continue
             await self._run_turn(turn_id)
@@ -245,7 +250,9 @@ class _Chat:
     async def _run_turn(self, turn_id: str) -> None:
         from acagent.store import RESTING
 
-        self.turn_id, self.cancel_presses = turn_id, 0
+        if self.turn_id != "":  # not a message of ours that Ctrl-C may already have cancelled
+            self.cancel_presses = 0
+        self.turn_id = turn_id
         try:
             pending = self.renderer.pending_approval
             if pending is not None:
@@ -407,6 +414,11 @@ class _Chat:
         self.history_done.set()
 
     async def _draw(self, event: Event) -> None:
+        if event.type == "user.message":  # typed here: on screen already; sent elsewhere: show it
+            echo = event.payload.get("text") != self.expect_echo
+            if not echo:
+                self.expect_echo = None
+            self.renderer.echo_user = echo
         if self.prompting:
             from prompt_toolkit.application import in_terminal
 
