@@ -1,30 +1,51 @@
 """``acagent import FILE``: load a JSONL transcript into the journal as a session.
 
-The transcript is read with :func:`read_transcript` (NUL runs and a torn last line are skipped and
-reported; any other damage is an error naming the line). Events are re-sequenced from 1 (skipped
-lines leave no gap), tool calls left without a result get an "interrupted" result and an open turn
-gets ``turn.interrupted`` (so the context stays valid for a strict provider), a warning ``error``
-event records what was skipped, and a clean copy of the transcript is written under the sessions
-directory (the torn tail, if any, goes to a ``.corrupt`` sidecar). The model context of the
-imported session is its last checkpoint plus the tail, like any other session.
+The transcript is read with :func:`~acagent.store._transcript.read_transcript`, which keeps every
+record it can recover and reports every damaged line (NUL runs, a torn last line, a torn fragment
+glued to the next record) with its line number and byte offset (case F03). :func:`plan_import`
+then turns the records into a session whose model context a strict provider accepts:
+
+- each record's payload is checked against its event model (and a checkpoint's messages against
+  the message model); a record that does not fit is skipped and reported with its line. An
+  ``assistant.message`` that carries only ``text`` (older or hand-written transcripts) gets the
+  equivalent one-text-part ``message``;
+- events are re-sequenced from 1 (skipped lines leave no gap; a checkpoint's ``upto_seq`` is
+  mapped to the new numbering);
+- a tool call left without a result gets an "interrupted" result right after its step (before
+  the next user or assistant message), a result whose call was lost is dropped, and an open turn
+  gets ``turn.interrupted`` — so every ``tool.call`` has exactly one result where the provider
+  wants it;
+- a warning ``error`` event (code ``transcript_damaged``) and the session's ``warnings`` field
+  name the file, the damaged lines, their byte offsets and how many lines were skipped.
+
+A clean copy of the transcript is written under the sessions directory; the bytes of torn or
+unparseable lines go to a ``.corrupt`` sidecar beside it. The imported session's model context is
+its last checkpoint plus the tail, like any other session.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
-from acagent.errors import TranscriptError
-from acagent.events import Event, make_payload, now_ts
+from acagent.errors import SessionNotFound, TranscriptError
+from acagent.events import EVENT_TYPES, Event, make_payload, now_ts
+from acagent.messages import MESSAGES_ADAPTER, Message
 from acagent.store._journal import SqliteJournal, new_session_id
 from acagent.store._ops import CONTEXT_TYPES
-from acagent.store._transcript import TranscriptWriter, read_transcript, transcript_path
+from acagent.store._transcript import TranscriptRead, TranscriptWriter, read_transcript, transcript_path
 
-__all__ = ["ImportResult", "import_transcript"]
+__all__ = ["ImportPlan", "ImportResult", "import_transcript", "plan_import"]
+
+_TURN_END = {"turn.completed": "done", "turn.failed": "failed", "turn.interrupted": "cancelled"}
+_INTERRUPTED = (
+    "interrupted: the transcript ended before this call finished; it may or may not have taken effect"
+)
 
 
 @dataclass
@@ -37,92 +58,250 @@ class ImportResult:
     path: Path
 
 
-def _close_open_calls(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
-    calls: dict[str, dict[str, Any]] = {}
+@dataclass
+class ImportPlan:
+    """What an import writes: the session's fields and its re-sequenced events."""
+
+    session_id: str
+    cwd: str
+    title: str | None
+    model: str | None
+    created_at: str
+    status: str
+    events: list[Event]
+    warning: str | None
+    damaged: list[dict[str, Any]] = field(default_factory=list)
+    """The reader's damaged lines plus the records skipped here (``line``, ``reason``)."""
+    last_message: str | None = None
+    checkpoint: tuple[int, int] = (0, 0)
+    """``(seq, payload bytes)`` of the last checkpoint."""
+    tail_bytes: int = 0
+
+
+def _normalize(event: Event) -> dict[str, Any] | None:
+    """The event's payload fitted to acagent's model, or None if it does not fit."""
+    payload = dict(event.payload)
+    typ = event.type
+    model = EVENT_TYPES.get(typ)
+    if model is None:
+        return None
+    if typ == "assistant.message" and "message" not in payload and isinstance(payload.get("text"), str):
+        text = payload["text"]
+        payload["message"] = {
+            "role": "assistant",
+            "parts": [{"part_kind": "text", "text": text}] if text else [],
+        }
+    check = {k: v for k, v in payload.items() if k != "type"}
+    if typ == "turn.failed":
+        check["type_"] = payload.get("type", "error")
+    try:
+        model.model_validate(check)
+        if typ == "assistant.message":
+            msg = Message.model_validate(payload["message"])
+            if msg.role != "assistant":
+                return None
+        elif typ == "checkpoint":
+            MESSAGES_ADAPTER.validate_python(payload["messages"])
+    except (ValidationError, KeyError, TypeError):
+        return None
+    return payload
+
+
+def _open_calls_after_checkpoint(messages: list[Message]) -> dict[str, str]:
+    if not messages or messages[-1].role != "assistant":
+        return {}
+    return {c.tool_call_id: c.name for c in messages[-1].tool_calls}
+
+
+def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | None = None) -> ImportPlan:
+    """Turn the records of a transcript into an importable session (see the module docstring).
+
+    Raises:
+        TranscriptError: no record could be recovered, or the first one is not ``session.created``.
+    """
+    if not read.events:
+        raise TranscriptError(f"{str(file)!r} holds no event records" + _why(read))
+    first = read.events[0]
+    if first.type != "session.created" or _normalize(first) is None:
+        raise TranscriptError(
+            f"{str(file)!r} line {read.lines[0]}: the first record is a {first.type} record, not session.created"
+            + _why(read)
+        )
+    damaged: list[dict[str, Any]] = [dict(s) for s in read.skipped]
+    dropped: list[dict[str, Any]] = []
+    items: list[tuple[str, dict[str, Any], str, int]] = []  # type, payload, ts, old seq
+    open_calls: dict[str, tuple[str, str | None]] = {}  # id -> (name, turn_id), in call order
+    answered: set[str] = set()
     open_turn: str | None = None
-    for typ, p in events:
-        if typ == "tool.call":
-            calls[p["tool_call_id"]] = p
-        elif typ == "tool.result":
-            calls.pop(p.get("tool_call_id", ""), None)
-        elif typ == "turn.started":
-            open_turn = p.get("turn_id") or "turn_imported"
-        elif typ in ("turn.completed", "turn.failed", "turn.interrupted"):
-            open_turn = None
-    extra: list[tuple[str, dict[str, Any]]] = []
-    for cid, p in calls.items():
-        extra.append(
-            (
+
+    def close_open_calls() -> None:
+        for cid, (name, turn_id) in list(open_calls.items()):
+            payload = make_payload(
                 "tool.result",
-                make_payload(
-                    "tool.result",
-                    turn_id=p.get("turn_id"),
-                    tool_call_id=cid,
-                    name=p.get("name", "unknown"),
-                    status="interrupted",
-                    content="interrupted: the transcript ended before this call finished; it may or may not have taken effect",
-                    is_error=True,
-                ),
+                turn_id=turn_id,
+                tool_call_id=cid,
+                name=name,
+                status="interrupted",
+                content=_INTERRUPTED,
+                is_error=True,
+            )
+            items.append(("tool.result", payload, now_ts(), 0))
+        open_calls.clear()
+
+    for event, line in zip(read.events, read.lines, strict=True):
+        payload = _normalize(event)
+        if payload is None:
+            dropped.append(
+                {
+                    "line": line,
+                    "reason": f"a {event.type} record (seq {event.seq}) that does not fit its model",
+                }
+            )
+            continue
+        typ = event.type
+        if typ == "session.created" and items:
+            dropped.append({"line": line, "reason": f"a second session.created record (seq {event.seq})"})
+            continue
+        if typ in ("user.message", "assistant.message"):
+            close_open_calls()
+        if typ == "checkpoint":
+            messages = MESSAGES_ADAPTER.validate_python(payload["messages"])
+            open_calls = {
+                cid: (name, open_turn) for cid, name in _open_calls_after_checkpoint(messages).items()
+            }
+        elif typ == "assistant.message":
+            msg = Message.model_validate(payload["message"])
+            for call in msg.tool_calls:
+                open_calls[call.tool_call_id] = (call.name, payload.get("turn_id"))
+        elif typ == "tool.call":
+            cid = payload["tool_call_id"]
+            if cid not in open_calls and cid not in answered:
+                dropped.append(
+                    {"line": line, "reason": f"a tool.call {cid!r} whose assistant message was lost"}
+                )
+                continue
+        elif typ == "tool.result":
+            cid = payload["tool_call_id"]
+            if cid not in open_calls:
+                dropped.append(
+                    {"line": line, "reason": f"a tool.result for {cid!r}, whose tool call was lost"}
+                )
+                continue
+            open_calls.pop(cid)
+            answered.add(cid)
+        elif typ == "turn.started":
+            open_turn = payload.get("turn_id") or "turn_imported"
+        elif typ in _TURN_END:
+            close_open_calls()
+            open_turn = None
+        items.append((typ, payload, event.ts, event.seq))
+    close_open_calls()
+    if open_turn is not None:
+        items.append(
+            (
+                "turn.interrupted",
+                make_payload("turn.interrupted", turn_id=open_turn, reason="import"),
+                now_ts(),
+                0,
             )
         )
-    if open_turn is not None:
-        extra.append(("turn.interrupted", make_payload("turn.interrupted", turn_id=open_turn, reason="import")))
-    return extra
+    damaged += dropped
+    damaged.sort(key=lambda d: d["line"])
+    warning = read.warning(file)
+    if dropped:
+        n = len(dropped)
+        note = f"skipped {n} record{'s' if n != 1 else ''} that cannot be replayed: " + ", ".join(
+            f"line {d['line']} ({d['reason']})" for d in dropped
+        )
+        warning = f"{warning}; {note}" if warning else f"transcript {str(file)!r}: {note}"
+    sid = session_id or first.session_id
+    if warning:
+        detail = {
+            "file": str(file),
+            "skipped_lines": read.lines_skipped,
+            "skipped_records": len(dropped),
+            "damaged": damaged,
+        }
+        items.append(
+            (
+                "error",
+                make_payload("error", code="transcript_damaged", message=warning, detail=detail),
+                now_ts(),
+                0,
+            )
+        )
+    status = "done"
+    for typ, _, _, _ in reversed(items):
+        if typ in _TURN_END:
+            status = _TURN_END[typ]
+            break
+    seq_map: dict[int, int] = {}
+    events: list[Event] = []
+    for new, (typ, payload, ts, old) in enumerate(items, start=1):
+        if old:
+            seq_map[old] = new
+        if typ == "checkpoint":
+            upto = max((n for o, n in seq_map.items() if o <= int(payload.get("upto_seq", 0))), default=0)
+            payload = {**payload, "upto_seq": upto}
+        events.append(Event(seq=new, ts=ts, session_id=sid, type=typ, payload=payload))
+    plan = ImportPlan(
+        session_id=sid,
+        cwd=str(first.payload.get("cwd") or "/"),
+        title=first.payload.get("title"),
+        model=first.payload.get("model"),
+        created_at=first.ts,
+        status=status,
+        events=events,
+        warning=warning,
+        damaged=damaged,
+    )
+    for ev in events:
+        size = len(orjson.dumps(ev.payload))
+        if ev.type == "checkpoint":
+            plan.checkpoint, plan.tail_bytes = (ev.seq, size), 0
+        elif ev.type in CONTEXT_TYPES:
+            plan.tail_bytes += size
+            if ev.type != "tool.result" and ev.payload.get("text"):
+                plan.last_message = ev.payload["text"]
+    return plan
+
+
+def _why(read: TranscriptRead) -> str:
+    return f" ({read.lines_skipped} damaged lines skipped)" if read.skipped else ""
 
 
 async def import_transcript(journal: SqliteJournal, file: Path, sessions_dir: Path) -> ImportResult:
     """Import ``file`` as a session (see module docstring).
 
     Raises:
-        TranscriptError: the file is empty, unreadable, or damaged beyond the recoverable kinds.
+        TranscriptError: the file is unreadable or holds no recoverable session.
     """
     try:
         read = read_transcript(file)
     except OSError as exc:
         raise TranscriptError(f"cannot read {str(file)!r}: {exc.strerror or exc}") from exc
-    if not read.events:
-        raise TranscriptError(f"{str(file)!r} holds no event records")
-    first = read.events[0]
-    if first.type != "session.created":
-        raise TranscriptError(f"{str(file)!r} line 1 is not a session.created record")
-    sid = first.session_id
+    plan = plan_import(read, file)
     try:
-        await journal.get_session(sid)
-        sid = new_session_id()
-    except TranscriptError:
-        raise
-    except Exception:
+        await journal.get_session(plan.session_id)
+        plan = plan_import(read, file, session_id=new_session_id())  # the id is taken: a new one
+    except SessionNotFound:
         pass
-    warning = read.warning(file)
-    items: list[tuple[str, dict[str, Any]]] = [(e.type, e.payload) for e in read.events]
-    items += _close_open_calls(items)
-    if warning:
-        items.append(
-            ("error", make_payload("error", code="transcript_damaged", message=warning, detail=read.skipped))
-        )
-    created = first.payload
-    cwd = str(created.get("cwd") or "/")
-    status = "done"
-    for typ, _ in reversed(items):
-        if typ in ("turn.completed", "turn.failed", "turn.interrupted"):
-            status = {"turn.completed": "done", "turn.failed": "failed", "turn.interrupted": "cancelled"}[typ]
-            break
+    rows = plan.events
+    warnings = (
+        orjson.dumps(
+            [
+                {
+                    "code": "transcript_damaged",
+                    "message": plan.warning,
+                    "file": str(file),
+                    "damaged": plan.damaged,
+                }
+            ]
+        ).decode()
+        if plan.warning
+        else None
+    )
     ts = now_ts()
-    rows: list[Event] = []
-    for i, (typ, payload) in enumerate(items, start=1):
-        original = read.events[i - 1].ts if i <= len(read.events) else ts
-        rows.append(Event(seq=i, ts=original, session_id=sid, type=typ, payload=payload))
-    last_message = None
-    checkpoint: tuple[int, int] = (0, 0)
-    tail = 0
-    for ev in rows:
-        size = len(orjson.dumps(ev.payload))
-        if ev.type == "checkpoint":
-            checkpoint, tail = (ev.seq, size), 0
-        elif ev.type in CONTEXT_TYPES:
-            tail += size
-            if ev.type != "tool.result" and ev.payload.get("text"):
-                last_message = ev.payload["text"]
 
     def tx(db: sqlite3.Connection) -> None:
         db.execute("BEGIN IMMEDIATE")
@@ -132,24 +311,24 @@ async def import_transcript(journal: SqliteJournal, file: Path, sessions_dir: Pa
                 " last_message, checkpoint_seq, checkpoint_bytes, tail_bytes, warnings)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    sid,
-                    cwd,
-                    created.get("title"),
-                    created.get("model"),
-                    status,
-                    first.ts,
+                    plan.session_id,
+                    plan.cwd,
+                    plan.title,
+                    plan.model,
+                    plan.status,
+                    plan.created_at,
                     ts,
                     len(rows),
-                    (last_message or "")[:500] or None,
-                    checkpoint[0],
-                    checkpoint[1],
-                    tail,
-                    orjson.dumps([{"code": "transcript_damaged", "message": warning}]).decode() if warning else None,
+                    (plan.last_message or "")[:500] or None,
+                    plan.checkpoint[0],
+                    plan.checkpoint[1],
+                    plan.tail_bytes,
+                    warnings,
                 ),
             )
             db.executemany(
                 "INSERT INTO event (session_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?)",
-                [(sid, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()) for e in rows],
+                [(e.session_id, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()) for e in rows],
             )
             db.execute("COMMIT")
         except BaseException:
@@ -157,12 +336,12 @@ async def import_transcript(journal: SqliteJournal, file: Path, sessions_dir: Pa
             raise
 
     await journal._run(tx)
-    dest = transcript_path(sessions_dir, cwd, sid)
+    dest = transcript_path(sessions_dir, plan.cwd, plan.session_id)
     writer = TranscriptWriter(dest)
     try:
         writer.rewrite(rows, keep_damaged=False)
     finally:
         writer.close()
-    if read.torn_tail:
-        dest.with_suffix(".jsonl.corrupt").write_bytes(read.torn_tail)
-    return ImportResult(session_id=sid, events=len(rows), warning=warning, path=dest)
+    if read.damaged:
+        dest.with_suffix(".jsonl.corrupt").write_bytes(b"\n".join(read.damaged) + b"\n")
+    return ImportResult(session_id=plan.session_id, events=len(rows), warning=plan.warning, path=dest)

@@ -1,16 +1,30 @@
 """JSONL transcripts: ``$ACAGENT_HOME/sessions/<cwd bucket>/<session_id>.jsonl``.
 
 A transcript is a derived view of the journal, written by a bus subscriber: one event envelope
-per line, each record written with a single ``os.write`` of ``record + b"\\n"`` under an exclusive
-``flock`` (no interleaving, no buffered half-records), without its own fsync (the journal is the
-durable copy). Checkpoint events land in it too, so importing a transcript needs only the last
+per line. Appends follow three rules (case F04):
+
+- each batch of complete records is written with ``os.write`` of ``records + b"\\n"`` (looping
+  only on a short write) under an exclusive ``flock`` of the file: no interleaving with another
+  writer, no buffered half-records, no ``f.write(json); f.write("\\n")``;
+- under that lock the writer first checks that the file is still the one it opened (a repair
+  in another process may have replaced it: then it reopens) and still has the size it left it
+  at (another writer appended: then it re-reads the last record's seq), so it never appends a
+  seq the file already holds and never glues a record onto a torn fragment (a file that does
+  not end with a newline gets one first);
+- no fsync: the journal is the durable copy, and a transcript that lags after a crash is
+  completed from it.
+
+Checkpoint events land in the file too, so importing a transcript needs only the last
 checkpoint and the tail.
 
-Damage a crash can leave — a run of NUL bytes, a half-written last line — is handled by
-:func:`read_transcript`: NUL runs and a torn last line are skipped with a warning naming the line
-number and byte offset; any other unparseable line is a :class:`~acagent.errors.TranscriptError`
-naming its line. When the journal holds the events, :meth:`TranscriptWriter.repair` rewrites the
-transcript from it (moving the damaged file to a ``.corrupt`` sidecar).
+Damage a crash can leave — a run of NUL bytes (a file extended but never written), a half-written
+last line, a torn fragment with the next record glued to it — is handled by
+:func:`read_transcript`, which never refuses a whole file for a damaged line (case F03): every
+record that can be recovered is kept, including records glued after NULs or after a torn
+fragment on the same line, and every damaged line is reported with its 1-based line number, its
+byte offset and what was wrong with it (:meth:`TranscriptRead.warning`). Records whose seq does
+not increase (a duplicate from a second writer) or that belong to another session are skipped
+and reported the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -27,10 +42,19 @@ from typing import Any
 
 import orjson
 
-from acagent.errors import TranscriptError
 from acagent.events import Event
 
-__all__ = ["TranscriptRead", "TranscriptWriter", "cwd_bucket", "read_transcript", "transcript_path"]
+__all__ = [
+    "TranscriptRead",
+    "TranscriptWriter",
+    "cwd_bucket",
+    "parse_transcript",
+    "read_transcript",
+    "transcript_path",
+]
+
+_RECORD_START = b'{"seq":'
+_DECODER = json.JSONDecoder()
 
 
 def cwd_bucket(cwd: str) -> str:
@@ -49,72 +73,210 @@ class TranscriptRead:
     """The result of reading a transcript."""
 
     events: list[Event]
+    """Every recovered record, ascending seq."""
+    lines: list[int] = field(default_factory=list)
+    """The 1-based line number of each record in :attr:`events`."""
     skipped: list[dict[str, Any]] = field(default_factory=list)
-    """One entry per skipped line: ``line`` (1-based), ``offset`` (bytes), ``reason``."""
+    """One entry per damaged line: ``line`` (1-based), ``offset`` (bytes from the start of the
+    file), ``length`` (bytes, without the newline), ``reason`` and ``kept`` (records recovered
+    from the line; 0 means the whole line was skipped)."""
     torn_tail: bytes = b""
     """Bytes of an unterminated, unparseable last line."""
+    damaged: list[bytes] = field(default_factory=list)
+    """The raw bytes (NUL runs stripped) of each line holding torn or unparseable content, for a
+    ``.corrupt`` sidecar."""
 
-    def warning(self, path: Path) -> str | None:
-        """One-line warning naming the file, skipped lines and offsets, or None."""
+    @property
+    def lines_skipped(self) -> int:
+        """Number of damaged lines from which no record was recovered."""
+        return sum(1 for s in self.skipped if not s["kept"])
+
+    def warning(self, path: Path | str) -> str | None:
+        """One-line warning naming the file, the damaged lines and their byte offsets, or None.
+
+        For the F03 fixture: ``transcript '…/F03-torn-transcript.jsonl': skipped 2 damaged lines:
+        line 4 at byte offset 394 (512 NUL bytes), line 7 at byte offset 1150 (torn last line,
+        115 bytes)``.
+        """
         if not self.skipped:
             return None
-        where = ", ".join(f"line {s['line']} at byte offset {s['offset']} ({s['reason']})" for s in self.skipped)
-        n = len(self.skipped)
-        return f"transcript {str(path)!r}: skipped {n} damaged line{'s' if n != 1 else ''}: {where}"
+        skipped = [s for s in self.skipped if not s["kept"]]
+        repaired = [s for s in self.skipped if s["kept"]]
+
+        def where(items: list[dict[str, Any]]) -> str:
+            return ", ".join(f"line {s['line']} at byte offset {s['offset']} ({s['reason']})" for s in items)
+
+        parts = []
+        if skipped:
+            n = len(skipped)
+            parts.append(f"skipped {n} damaged line{'s' if n != 1 else ''}: {where(skipped)}")
+        if repaired:
+            n = len(repaired)
+            parts.append(
+                f"recovered the records of {n} damaged line{'s' if n != 1 else ''}: {where(repaired)}"
+            )
+        return f"transcript {str(path)!r}: " + "; ".join(parts)
 
 
-def _parse(line: bytes) -> Event | None:
+def _nul_count(data: bytes) -> int:
+    return data.count(0)
+
+
+def _event_from(obj: Any) -> Event | None:
+    if not isinstance(obj, dict):
+        return None
     try:
-        obj = orjson.loads(line)
-        return Event.model_validate(obj)
-    except (orjson.JSONDecodeError, ValueError):
+        event = Event.model_validate(obj)
+        orjson.dumps(event.payload)  # lone surrogates from a damaged line are refused here
+    except (ValueError, TypeError, orjson.JSONEncodeError):
+        return None
+    return event
+
+
+def _parse_exact(raw: bytes) -> Event | None:
+    try:
+        return _event_from(orjson.loads(raw))
+    except orjson.JSONDecodeError:
         return None
 
 
-def read_transcript(path: Path) -> TranscriptRead:
-    """Read every record of a transcript.
+def _salvage(raw: bytes) -> tuple[list[Event], int]:
+    """Recover the records of a damaged line.
 
-    Raises:
-        TranscriptError: a line other than a NUL-damaged or torn-last line does not parse (the
-            message names the file and line number), or seqs are not strictly increasing.
-        OSError: the file cannot be read.
+    Scans for record starts (``{"seq":``) and parses one JSON value at each with
+    ``raw_decode``; what lies between recovered records is damage.
+
+    Returns:
+        The recovered events and the number of damaged (non-NUL, non-record) bytes.
     """
-    data = path.read_bytes()
+    events: list[Event] = []
+    garbage = 0
+    pos = 0
+    n = len(raw)
+    while pos < n:
+        start = raw.find(_RECORD_START, pos)
+        if start < 0:
+            garbage += n - pos - _nul_count(raw[pos:])
+            break
+        garbage += start - pos - _nul_count(raw[pos:start])
+        text = raw[start:].decode("utf-8", "surrogateescape")
+        try:
+            obj, end_chars = _DECODER.raw_decode(text)
+        except ValueError:
+            obj, end_chars = None, 0
+        event = _event_from(obj) if obj is not None else None
+        if event is None:
+            # Not a record here: skip this start and look for the next one.
+            garbage += len(_RECORD_START)
+            pos = start + len(_RECORD_START)
+            continue
+        events.append(event)
+        pos = start + len(text[:end_chars].encode("utf-8", "surrogateescape"))
+    return events, max(garbage, 0)
+
+
+def parse_transcript(data: bytes) -> TranscriptRead:
+    """Parse transcript bytes (see :func:`read_transcript`)."""
     out = TranscriptRead(events=[])
+    session_id: str | None = None
     offset = 0
     lines = data.split(b"\n")
     last_index = len(lines) - 1
-    for number, raw in enumerate(lines, start=1):
+    for index, raw in enumerate(lines):
+        number = index + 1
         start = offset
         offset += len(raw) + 1
-        if number - 1 == last_index and raw == b"":
+        is_last = index == last_index
+        if is_last and raw == b"":
             break  # the file ended with a newline
-        stripped = raw.lstrip(b"\x00")
-        if not stripped.strip(b"\x00 \t\r"):
-            if raw:
-                out.skipped.append({"line": number, "offset": start, "reason": f"{len(raw)} NUL bytes"})
-            continue
-        event = _parse(stripped.rstrip(b"\x00\r"))
-        if event is None:
-            if number - 1 == last_index:
-                out.skipped.append({"line": number, "offset": start, "reason": "torn last line"})
-                out.torn_tail = raw
+        if not raw.strip(b" \t\r"):
+            continue  # an empty line carries nothing and loses nothing
+        event = _parse_exact(raw)
+        if event is not None:
+            found, garbage, nuls = [event], 0, 0
+        else:
+            found, garbage = _salvage(raw)
+            nuls = _nul_count(raw)
+        reasons: list[str] = []
+        kept: list[Event] = []
+        for ev in found:
+            if session_id is None:
+                session_id = ev.session_id
+            if ev.session_id != session_id:
+                reasons.append(f"a record of another session {ev.session_id!r} (seq {ev.seq})")
                 continue
-            raise TranscriptError(f"{str(path)!r} line {number} (byte offset {start}) is not a valid event record")
-        if stripped is not raw and len(stripped) != len(raw):
+            if out.events and ev.seq <= out.events[-1].seq:
+                reasons.append(f"a record whose seq {ev.seq} does not follow seq {out.events[-1].seq}")
+                continue
+            kept.append(ev)
+        if nuls:
+            reasons.insert(0, f"{nuls} NUL byte{'s' if nuls != 1 else ''}")
+        if garbage:
+            if is_last and not kept:
+                reasons.insert(0, f"torn last line, {garbage} bytes")
+            else:
+                reasons.insert(0, f"{garbage} bytes of a torn or unparseable record")
+        for ev in kept:
+            out.events.append(ev)
+            out.lines.append(number)
+        if reasons or (not kept and event is None):
+            if not reasons:
+                reasons.append("no record")
             out.skipped.append(
-                {"line": number, "offset": start, "reason": f"{len(raw) - len(stripped)} NUL bytes before a record"}
+                {
+                    "line": number,
+                    "offset": start,
+                    "length": len(raw),
+                    "reason": ", ".join(reasons),
+                    "kept": len(kept),
+                }
             )
-        if out.events and event.seq <= out.events[-1].seq:
-            raise TranscriptError(
-                f"{str(path)!r} line {number}: seq {event.seq} does not follow seq {out.events[-1].seq}"
-            )
-        out.events.append(event)
+            if garbage:
+                out.damaged.append(raw.strip(b"\x00"))
+            if is_last and not kept:
+                out.torn_tail = raw
     return out
 
 
+def read_transcript(path: Path) -> TranscriptRead:
+    """Read every recoverable record of a transcript (see the module docstring).
+
+    Never raises for damaged content: an unreadable line is reported in
+    :attr:`TranscriptRead.skipped`, the rest is kept.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    return parse_transcript(path.read_bytes())
+
+
+def _tail_state(fd: int, size: int) -> tuple[int, bool]:
+    """``(seq of the last recoverable record, ends with a newline)`` of the file open at ``fd``."""
+    if size == 0:
+        return 0, True
+    ends_nl = os.pread(fd, 1, size - 1) == b"\n"
+    window = 65536
+    while True:
+        window = min(window, size)
+        lines = os.pread(fd, window, size - window).split(b"\n")
+        if window < size:
+            lines = lines[1:]  # the first line may start before the window
+        for raw in reversed(lines):
+            if not raw.strip(b"\x00 \t\r"):
+                continue
+            event = _parse_exact(raw)
+            if event is None:
+                found, _ = _salvage(raw)
+                event = found[-1] if found else None
+            if event is not None:
+                return event.seq, ends_nl
+        if window == size:
+            return 0, ends_nl
+        window *= 4
+
+
 class TranscriptWriter:
-    """Appends events to one session's transcript file.
+    """Appends events to one session's transcript file (see the module docstring).
 
     Args:
         path: the transcript path (parents are created).
@@ -123,55 +285,98 @@ class TranscriptWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = self._open()
         self.last_seq = 0
-        self._needs_newline = self._ends_without_newline()
+        """Seq of the last record in the file, as this writer last saw it."""
+        self._size = -1  # unknown: the first write re-reads the file's tail
 
-    def _ends_without_newline(self) -> bool:
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+
+    @contextlib.contextmanager
+    def _locked(self, kind: int = fcntl.LOCK_EX) -> Any:
+        """Hold ``kind`` on the file currently at :attr:`path` (reopening if it was replaced)."""
+        while True:
+            fcntl.flock(self._fd, kind)
+            try:
+                current = os.stat(self.path)
+            except FileNotFoundError:
+                current = None
+            mine = os.fstat(self._fd)
+            if current is not None and (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev):
+                break
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = self._open()
+            self._size = -1
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _sync(self) -> bool:
+        """Under the lock: refresh :attr:`last_seq` if the file changed; True if it needs a newline."""
         size = os.fstat(self._fd).st_size
-        if size == 0:
-            return False
-        with open(self.path, "rb") as f:
-            f.seek(size - 1)
-            return f.read(1) != b"\n"
+        if size != self._size:
+            self.last_seq, ends_nl = _tail_state(self._fd, size)
+            self._size = size
+            return not ends_nl
+        return False
+
+    def sync(self) -> int:
+        """Re-read the seq of the file's last record (another process may have appended)."""
+        with self._locked():
+            self._sync()
+        return self.last_seq
+
+    def read(self) -> TranscriptRead:
+        """Read the file under a shared lock (never sees a record another writer is appending)."""
+        with self._locked(fcntl.LOCK_SH):
+            data = self.path.read_bytes()
+        return parse_transcript(data)
 
     def write(self, events: Iterable[Event]) -> None:
-        """Append events with seq > :attr:`last_seq` (older ones are skipped), one write each."""
-        for event in events:
-            if event.seq <= self.last_seq:
-                continue
-            record = event.to_json_bytes() + b"\n"
-            if self._needs_newline:
-                record = b"\n" + record  # never glue a record onto a torn fragment
-                self._needs_newline = False
-            self._write_all(record)
-            self.last_seq = event.seq
-
-    def _write_all(self, record: bytes) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            view = memoryview(record)
+        """Append the events whose seq is above the file's last seq, in one write, under the lock."""
+        events = list(events)
+        if not events:
+            return
+        with self._locked():
+            needs_newline = self._sync()
+            chunks: list[bytes] = [b"\n"] if needs_newline else []
+            last = self.last_seq
+            for event in events:
+                if event.seq <= last:
+                    continue
+                chunks.append(event.to_json_bytes() + b"\n")
+                last = event.seq
+            if len(chunks) == (1 if needs_newline else 0):
+                return
+            data = b"".join(chunks)
+            view = memoryview(data)
             while view:
                 n = os.write(self._fd, view)
                 view = view[n:]
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._size += len(data)
+            self.last_seq = last
 
     def rewrite(self, events: Iterable[Event], *, keep_damaged: bool) -> None:
         """Replace the whole file with ``events`` (tmp + rename), keeping the old one as ``.corrupt``."""
         tmp = self.path.with_suffix(".jsonl.tmp")
-        with open(tmp, "wb") as f:
+        with self._locked():
             last = 0
+            data = []
             for event in events:
-                f.write(event.to_json_bytes() + b"\n")
+                data.append(event.to_json_bytes() + b"\n")
                 last = event.seq
-        if keep_damaged and self.path.exists():
-            os.replace(self.path, self.path.with_suffix(".jsonl.corrupt"))
-        os.replace(tmp, self.path)
+            with open(tmp, "wb") as f:
+                f.write(b"".join(data))
+            if keep_damaged and self.path.exists():
+                os.replace(self.path, self.path.with_suffix(".jsonl.corrupt"))
+            os.replace(tmp, self.path)
         os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = self._open()
         self.last_seq = last
-        self._needs_newline = False
+        self._size = os.fstat(self._fd).st_size
 
     def close(self) -> None:
         """Close the file descriptor (idempotent)."""
