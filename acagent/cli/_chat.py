@@ -124,15 +124,14 @@ class _Chat:
         self, console: Console, renderer: EventRenderer, opened: Opened, session: Any, settings: Any
     ):
         import anyio
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import InMemoryHistory
 
         self.console = console
         self.renderer = renderer
         self.opened = opened
         self.client = opened.client
         self.session = session
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import InMemoryHistory
-
         self.ask_session: Any = PromptSession(history=InMemoryHistory())
         """Approval prompts: their answers stay out of the input history."""
         self.settings = settings
@@ -376,32 +375,46 @@ class _Chat:
     # ------------------------------------------------------------------ events
 
     async def _consume(self) -> None:
+        """Draw every event in order; hand approvals and turn ends to the main task.
+
+        ``client.events`` runs forever; should it end anyway (the runner was closed), it is
+        opened again from the last seq drawn, so nothing is missed or drawn twice.
+        """
+        import anyio
+
         backlog: list[Event] = []
         if self.history_upto <= 0:
             self.history_done.set()
-        async for event in self.client.events(0 if self.history_upto else self.opened.last_seq):
-            if not self.history_done.is_set():
-                if event.seq <= self.history_upto:
-                    backlog.append(event)
-                    if event.seq < self.history_upto:
+        last = 0 if self.history_upto else self.opened.last_seq
+        while True:
+            async for event in self.client.events(last):
+                last = event.seq
+                if not self.history_done.is_set():
+                    if event.seq <= self.history_upto:
+                        backlog.append(event)
+                        if event.seq < self.history_upto:
+                            continue
+                    self._history(backlog)
+                    if event.seq <= self.history_upto:
                         continue
-                self._history(backlog)
-                if event.seq <= self.history_upto:
-                    continue
-            await self._draw(event)
-            p = event.payload
-            if event.type == "approval.requested":  # with --yes too: ask_user questions still ask
-                await self.notes_send.send(event)
-            elif event.type in TURN_END:
-                if self.prompt_for is not None and self.prompt_scope is not None:
-                    self.prompt_scope.cancel()
-                await self.notes_send.send(event)
-            elif (
-                event.type == "approval.resolved"
-                and self.prompt_for == p.get("tool_call_id")
-                and self.prompt_scope is not None
-            ):
+                await self._handle(event)
+            await anyio.sleep(0.2)
+
+    async def _handle(self, event: Event) -> None:
+        await self._draw(event)
+        p = event.payload
+        if event.type == "approval.requested":  # with --yes too: ask_user questions still ask
+            await self.notes_send.send(event)
+        elif event.type in TURN_END:
+            if self.prompt_for is not None and self.prompt_scope is not None:
                 self.prompt_scope.cancel()
+            await self.notes_send.send(event)
+        elif (
+            event.type == "approval.resolved"
+            and self.prompt_for == p.get("tool_call_id")
+            and self.prompt_scope is not None
+        ):
+            self.prompt_scope.cancel()
 
     def _history(self, events: list[Event]) -> None:
         from rich.text import Text
