@@ -285,8 +285,8 @@ class SessionRegistry:
         async def pump() -> None:
             try:
                 async for event in sub:
-                    if event.seq > writer.last_seq + 1 and event.seq > writer.sync() + 1:
-                        # dropped, or the file lags: fill the gap from the journal
+                    if event.seq > writer.sync() + 1:
+                        # dropped, or the file lags (cut by a crash or by hand): fill the gap from the journal
                         writer.write(await self.journal.events(row.id, writer.last_seq, until=event.seq - 1))
                     writer.write([event])
             except OSError:
