@@ -45,7 +45,7 @@ def serve_command(
     ] = 15.0,
     queue_events: Annotated[
         int, typer.Option("--queue-events", help="Per-attacher queue bound (events).", hidden=True, min=16)
-    ] = 1024,
+    ] = 8192,
 ) -> None:
     """Serve sessions over HTTP, WebSocket and SSE (and a web page) on a loopback port."""
     settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, max_sessions=max_sessions)

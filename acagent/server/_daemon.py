@@ -61,7 +61,7 @@ class ServeOptions:
     hibernate_interval_s: float = 30.0
     send_timeout_s: float = 30.0
     keepalive_s: float = 15.0
-    queue_events: int = 1024
+    queue_events: int = 8192
 
 
 def ensure_token(home: Path) -> str:
@@ -185,6 +185,7 @@ def _make_server(app: Any) -> Any:
         http=_http_protocol(),
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
+        ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
         server_header=False,
         proxy_headers=False,
@@ -232,7 +233,7 @@ async def serve(
         queue_events=options.queue_events,
         send_timeout_s=options.send_timeout_s,
         keepalive_s=options.keepalive_s,
-        close_grace_s=options.send_timeout_s,
+        close_grace_s=max(30.0, options.send_timeout_s),
     )
     stop = anyio.Event()
 

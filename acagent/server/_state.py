@@ -26,13 +26,15 @@ class StreamOptions:
 
     Attributes:
         queue_events: bound of each attacher's bus queue; a subscriber that overflows it is evicted
-            and told to re-attach with ``since``.
+            and told to re-attach with ``since``. Larger than the writer's largest group commit
+            (5,000 buffered deltas are published at once), so a burst alone never evicts a healthy
+            client; the events are shared between queues, so a full queue costs pointers, not copies.
         send_timeout_s: a single send blocked longer than this closes the connection (a stalled peer).
         keepalive_s: SSE comment line interval when no event flows (WebSocket uses protocol pings).
         close_grace_s: how long a close frame / final SSE event may wait for a stalled peer.
     """
 
-    queue_events: int = 1024
+    queue_events: int = 8192
     send_timeout_s: float = 30.0
     keepalive_s: float = 15.0
     close_grace_s: float = 30.0

@@ -104,15 +104,22 @@ async def pump(
     conn: dict[str, Any] = {"kind": kind, "session_id": session_id, "since": since, "sent": 0, "last_seq": since}
     state.connections[name] = conn
     end = _End()
-    lock = anyio.Lock()
+    lock = anyio.Lock() if keepalive is not None else None
     last_activity = [anyio.current_time()]
+    sending_since: list[float | None] = [None]
     prod: dict[str, Any] = {"runner": None, "started": False, "done": False}
 
     async def timed(fn: Callable[[], Awaitable[None]]) -> None:
-        async with lock:
-            with anyio.fail_after(opts.send_timeout_s):
+        # The send deadline is enforced by the watchdog (no cancel scope per event: this is the hot path).
+        if lock is None:
+            sending_since[0] = anyio.current_time()
+            await fn()
+        else:
+            async with lock:
+                sending_since[0] = anyio.current_time()
                 await fn()
-            last_activity[0] = anyio.current_time()
+        sending_since[0] = None
+        last_activity[0] = anyio.current_time()
 
     try:
         async with anyio.create_task_group() as tg:
@@ -133,6 +140,10 @@ async def pump(
             async def watchdog() -> None:
                 while True:
                     await anyio.sleep(0.1)
+                    started = sending_since[0]
+                    if started is not None and anyio.current_time() - started > opts.send_timeout_s:
+                        finish("timeout")
+                        return
                     runner = prod["runner"]
                     if runner is None or not prod["started"] or prod["done"] or runner.bus.closed:
                         continue
@@ -244,8 +255,6 @@ async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
     code, reason, grace = CLOSE_EVICTED, _reattach_reason(last), state.streams.close_grace_s
     if end in ("shutdown", "closed"):
         code, reason, grace = CLOSE_RESTART, f"daemon stopping; {_reattach_reason(last)}", 2.0
-    elif end == "timeout":
-        grace = 1.0
     with anyio.move_on_after(grace):
         try:
             await websocket.close(code, reason)
@@ -319,7 +328,7 @@ class SSEStream(Response):
         elif end in ("shutdown", "closed"):
             data = orjson.dumps({"last_seq": last, "message": f"daemon stopping; {_reattach_reason(last)}"})
             tail = b"event: closed\ndata: " + data + b"\n\n"
-        grace = 1.0 if end == "timeout" else self.state.streams.close_grace_s
+        grace = self.state.streams.close_grace_s
         with anyio.move_on_after(grace):
             try:
                 await send({"type": "http.response.body", "body": tail, "more_body": False})
