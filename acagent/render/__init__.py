@@ -7,5 +7,14 @@ from __future__ import annotations
 
 from acagent.render._live import EventRenderer
 from acagent.render._sessions import sessions_table, show_session, status_style, summarize_steps
+from acagent.render._stream import StreamWriter, visible
 
-__all__ = ["EventRenderer", "sessions_table", "show_session", "status_style", "summarize_steps"]
+__all__ = [
+    "EventRenderer",
+    "StreamWriter",
+    "sessions_table",
+    "show_session",
+    "status_style",
+    "summarize_steps",
+    "visible",
+]
