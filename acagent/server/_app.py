@@ -369,7 +369,7 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.post("/v1/sessions", status_code=201, response_model=SessionOut, responses=ERRORS, tags=["sessions"])
     async def create_session(body: Annotated[CreateSession, Body()]) -> dict[str, Any]:
         """Create a session in ``cwd`` (an absolute path of an existing directory)."""
-        if state.shutting_down.is_set():
+        if not state.accepting:
             raise DaemonStopping("the daemon is shutting down; retry when it is back")
         if not body.cwd:
             raise UserError("cwd is required: the absolute path of an existing directory")
@@ -415,7 +415,7 @@ def create_app(state: DaemonState) -> FastAPI:
     )
     async def post_message(session_id: str, body: Annotated[PostMessage, Body()]) -> dict[str, Any]:
         """Start a turn. Policy when a turn already runs: reject with 409 ``session_busy``."""
-        if state.shutting_down.is_set():
+        if not state.accepting:
             raise DaemonStopping("the daemon is shutting down; retry when it is back")
         # One accept at a time per session, so a concurrent POST sees the running turn's id.
         async with state.turn_lock(session_id):

@@ -296,12 +296,16 @@ async def serve(
                     tg.start_soon(maintenance)
                     await stop.wait()
                     # Graceful shutdown: refuse new work, interrupt turns (clients see it), close streams.
-                    state.shutting_down.set()
+                    state.accepting = False
                     for runner in list(registry.runners.values()):
                         runner.interrupt("shutdown")
                     with anyio.move_on_after(20):
                         for runner in list(registry.runners.values()):
                             await runner.wait()
+                    with anyio.move_on_after(2):  # let attached clients receive turn.interrupted
+                        while not state.streams_caught_up():
+                            await anyio.sleep(0.02)
+                    state.shutting_down.set()
                     server.should_exit = True
                     with anyio.move_on_after(10):
                         await served.wait()

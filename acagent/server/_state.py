@@ -49,7 +49,10 @@ class DaemonState:
     guard: GuardConfig
     streams: StreamOptions = field(default_factory=StreamOptions)
     started_at: float = field(default_factory=time.time)
+    accepting: bool = True
+    """False once shutdown began: new sessions and turns get 503 ``shutting_down``."""
     shutting_down: anyio.Event = field(default_factory=anyio.Event)
+    """Set once running turns have ended during shutdown: streams close (1012)."""
     connections: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Live stream connections: name → {kind, session_id, since, sent, last_seq}."""
     turn_locks: dict[str, anyio.Lock] = field(default_factory=dict)
@@ -71,6 +74,14 @@ class DaemonState:
     def journal(self) -> SqliteJournal:
         """The registry's journal."""
         return self.registry.journal
+
+    def streams_caught_up(self) -> bool:
+        """True when every stream connection has sent its session's last published event."""
+        for conn in self.connections.values():
+            runner = self.registry.runners.get(conn["session_id"])
+            if runner is not None and conn["last_seq"] < runner.bus.last_seq:
+                return False
+        return True
 
     def stats(self) -> dict[str, Any]:
         """Live counts for ``GET /v1/debug/stats`` (F08, F15)."""
