@@ -1,0 +1,167 @@
+"""F15: concurrent writers never hit "database is locked" — journal and registry level.
+
+Case ``shared/cases/F15-sqlite-contention.md`` without the daemon (the daemon runs the same
+registry; its HTTP side is another engineer's ``tests/server``): one in-process registry runs 6
+sessions at once, each streaming 2,000 ``assistant.delta`` events 1 ms apart from the strict
+mock (OpenAI format), while 6 readers replay each session from seq 0 to its end in a loop (what
+``attach --since 0 --json`` does: journal replay, then live), ``list_sessions`` runs 20 times a
+second, an external ``sqlite3`` process holds ``BEGIN IMMEDIATE`` for 3 s mid-run, and a seventh
+session runs in a separate ``acagent run`` process (a CLI command that writes the journal
+directly) at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from acagent.runner import SessionRegistry
+from tests.cases.conftest import settings_for
+from tests.mockprovider import MockProvider, Script
+
+pytestmark = pytest.mark.anyio
+
+SESSIONS = 6
+DELTAS = 2000
+SEVENTH_DELTAS = 300
+
+
+def delta_stream(n: int) -> list[bytes]:
+    """An OpenAI stream of ``n`` one-word content deltas, one chunk each."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return ("data: " + json.dumps(body) + "\n\n").encode()
+
+    return (
+        [chunk({"role": "assistant", "content": "d0 "})]
+        + [chunk({"content": f"d{i} "}) for i in range(1, n)]
+        + [chunk({}, "stop") + b"data: [DONE]\n\n"]
+    )
+
+
+async def test_six_streaming_sessions_readers_and_an_external_lock(
+    cli: Any, mock: MockProvider, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No lock error, no failed turn, exactly 12,000 deltas, no seq gap; WAL; busy_timeout >= 5000."""
+    caplog.set_level(logging.ERROR, logger="acagent")
+    streams = {DELTAS: delta_stream(DELTAS), SEVENTH_DELTAS: delta_stream(SEVENTH_DELTAS)}
+
+    def answer(body: dict[str, Any]) -> Script:
+        n = SEVENTH_DELTAS if "seventh" in json.dumps(body["messages"]) else DELTAS
+        return Script(chunks=streams[n], sleeps=0.001)
+
+    mock.default = answer
+    settings = settings_for(cli.home, mock)
+    reader_errors: list[str] = []
+    lock_holder: dict[str, Any] = {}
+    async with SessionRegistry.open(settings) as reg:
+        runners = []
+        for _ in range(SESSIONS):
+            row = await reg.create_session(workspace, model=settings.model)
+            runners.append(await reg.get_runner(row.id))
+        seventh = cli.popen(
+            "run",
+            "--model",
+            "openai:mock",
+            "--base-url",
+            mock.openai_base_url,
+            "the seventh session",
+            cwd=workspace,
+        )
+        done = anyio.Event()
+
+        async def reader(runner: Any) -> None:
+            passes = 0
+            while not done.is_set():
+                last = 0
+                try:
+                    async for event in runner.subscribe(f"reader{passes}", 0):
+                        if event.seq != last + 1:
+                            reader_errors.append(f"{runner.session_id}: gap {last} -> {event.seq}")
+                        last = event.seq
+                        if event.type == "turn.completed" or done.is_set():
+                            break
+                except Exception as exc:
+                    reader_errors.append(f"{runner.session_id}: {exc!r}")
+                passes += 1
+
+        async def lister() -> None:
+            while not done.is_set():
+                try:
+                    await reg.journal.list_sessions()
+                except Exception as exc:
+                    reader_errors.append(f"list_sessions: {exc!r}")
+                await anyio.sleep(0.05)
+
+        async def external_lock() -> None:
+            # mid-run: once every session has streamed a few hundred deltas
+            while min(r.bus.last_seq for r in runners) < 300:
+                await anyio.sleep(0.05)
+            proc = await anyio.open_process(["sqlite3", str(settings.db_path)])
+            assert proc.stdin is not None
+            await proc.stdin.send(b".timeout 20000\nBEGIN IMMEDIATE;\n.shell sleep 3\nCOMMIT;\n")
+            await proc.stdin.aclose()
+            await anyio.sleep(0.7)  # the external process holds the write lock by now
+            lock_holder["held_from"] = sum(r.bus.last_seq for r in runners)
+            await anyio.sleep(1.8)
+            lock_holder["held_to"] = sum(r.bus.last_seq for r in runners)
+            lock_holder["rc"] = await proc.wait()
+
+        async with anyio.create_task_group() as tg:
+            for runner in runners:
+                tg.start_soon(reader, runner)
+            tg.start_soon(lister)
+            tg.start_soon(external_lock)
+            for i, runner in enumerate(runners):
+                await runner.step(f"stream {i}")
+            with anyio.fail_after(120):
+                for runner in runners:
+                    await runner.wait()
+            done.set()
+        pragmas = [
+            await reg.journal._run(lambda db: db.execute("PRAGMA busy_timeout").fetchone()[0], read=read)
+            for read in (False, True)
+        ]
+        snapshots = [await r.snapshot() for r in runners]
+        per_session = [await reg.journal.events(r.session_id, 0) for r in runners]
+    _, err = seventh.communicate(timeout=60)
+    assert seventh.returncode == 0, err
+    assert lock_holder.get("rc") == 0  # the external process did get (and release) the write lock
+    assert lock_holder["held_from"] == lock_holder["held_to"]  # delivery paused while it was held
+    assert reader_errors == []
+    assert [s["status"] for s in snapshots] == ["done"] * SESSIONS
+    total = 0
+    for events in per_session:
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert not [e for e in events if e.type in ("turn.failed", "error", "llm.retry")]
+        deltas = [e for e in events if e.type == "assistant.delta"]
+        assert len(deltas) == DELTAS
+        assert "".join(e.payload["text"] for e in deltas) == "".join(f"d{i} " for i in range(DELTAS))
+        total += len(deltas)
+    assert total == SESSIONS * DELTAS == 12000
+    assert all(p >= 5000 for p in pragmas), pragmas
+    db = sqlite3.connect(settings.db_path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    (seventh_id,) = [
+        sid for (sid,) in db.execute("SELECT id FROM session") if sid not in {r.session_id for r in runners}
+    ]
+    seventh_deltas = db.execute(
+        "SELECT count(*) FROM event WHERE session_id = ? AND type = 'assistant.delta'", (seventh_id,)
+    ).fetchone()[0]
+    assert seventh_deltas == SEVENTH_DELTAS
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "locked" not in err
+    assert all(r.status == 200 for r in mock.requests)
