@@ -1,0 +1,79 @@
+"""``python -m benchmarks [--quick] [--only 1,3] [--out docs/benchmarks.md]``.
+
+Runs each figure in its own subprocess (a fresh interpreter: no memory, imports or GC state leak
+from one figure into the next, and a crash in one leaves the others standing), collects what
+each returns and writes the report (see :mod:`benchmarks._report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks._report import FIGURES, machine_info, write_report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (< 2 minutes)")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers, e.g. 1,3")
+    parser.add_argument(
+        "--out", default=str(ROOT / "docs" / "benchmarks.md"), help="report path ('-': stdout)"
+    )
+    args = parser.parse_args(argv)
+    only = {int(x) for x in args.only.split(",") if x.strip()}
+    command = (
+        "python -m benchmarks" + (" --quick" if args.quick else "") + (f" --only {args.only}" if only else "")
+    )
+    started = time.time()
+    info = machine_info(command)
+    figures = []
+    for number, module in FIGURES:
+        if only and number not in only:
+            continue
+        sys.stderr.write(f"figure {number} ({module}) ...\n")
+        sys.stderr.flush()
+        t0 = time.perf_counter()
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [sys.executable, "-m", "benchmarks._child", module, tmp.name] + (
+                ["--quick"] if args.quick else []
+            )
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            elapsed = time.perf_counter() - t0
+            data = Path(tmp.name).read_text() if proc.returncode == 0 else ""
+        if data:
+            fig = json.loads(data)
+        else:
+            fig = {
+                "number": number,
+                "title": module,
+                "text": [
+                    f"**The figure crashed** (exit {proc.returncode}):\n\n```\n{proc.stderr[-3000:]}\n```"
+                ],
+                "targets": [],
+                "profiles": [],
+            }
+        fig["seconds"] = elapsed
+        figures.append(fig)
+        sys.stderr.write(f"  done in {elapsed:.1f} s\n")
+    info["duration_s"] = time.time() - started
+    info.update(machine_info(command, end=True))
+    text = write_report(figures, info)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+        sys.stderr.write(f"wrote {args.out} in {info['duration_s']:.0f} s\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""Seed long sessions quickly: replay one real turn's journal rows N times.
+
+Building a 1,000-turn history by running 1,000 turns would measure the build, not the turn (and
+takes minutes where the runtime is O(history) per turn). Instead one turn is run for real through
+the registry, its events, ``step`` and ``tool_call`` rows are captured as a template, and copies
+(fresh turn, step and tool-call ids) are committed through :meth:`SqliteJournal.commit` — the same
+choke point the runtime uses, so ``seq``, ``tail_bytes`` and ``last_message`` are kept by the
+journal itself. After each copied turn the runtime's checkpoint policy
+(:meth:`AgenticLoop.maybe_checkpoint`: tail > max(4 KiB, ratio × last checkpoint)) is applied, so
+the checkpoints land where a real session would have them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmarks._common import USER_TEXT, bench_settings, echo_tools, scripted_factory, tmp_home
+
+__all__ = ["Template", "make_template", "seed_session"]
+
+
+@dataclass
+class Template:
+    """One real turn: its events (type, JSON text), step and tool-call rows, and the ids to rename."""
+
+    events: list[tuple[str, str]]
+    steps: list[tuple[Any, ...]]
+    tool_calls: list[tuple[Any, ...]]
+    session_id: str
+    turn_id: str
+    ids: list[str]
+    """Step ids and tool-call ids of the turn (renamed in every copy)."""
+
+
+async def make_template(*, tool_calls: bool = True) -> Template:
+    """Run one real turn (scripted model, echo tool) and capture its rows."""
+    from acagent.runner import SessionRegistry
+    from acagent.testing import ScriptedModel
+
+    factory = scripted_factory(tool_calls=tool_calls)
+    with tmp_home("template") as home:
+        settings = bench_settings(home)
+        async with SessionRegistry.open(
+            settings, provider_factory=lambda m: ScriptedModel(factory=factory), tools_factory=echo_tools
+        ) as registry:
+            row = await registry.create_session(home, model="test:scripted")
+            runner = await registry.get_runner(row.id)
+            turn_id = await runner.run_turn(USER_TEXT)
+            journal = registry.journal
+            events = [
+                (e.type, orjson.dumps(e.payload).decode())
+                for e in await journal.events(row.id, 1)
+                if e.type != "checkpoint"
+            ]
+
+            def q(db: Any) -> tuple[list[Any], list[Any]]:
+                steps = db.execute("SELECT * FROM step WHERE session_id = ?", (row.id,)).fetchall()
+                calls = db.execute("SELECT * FROM tool_call WHERE session_id = ?", (row.id,)).fetchall()
+                return steps, calls
+
+            steps, calls = await journal._run(q)
+    ids = sorted({s[2] for s in steps} | {c[1] for c in calls}, key=len, reverse=True)
+    return Template(events, steps, calls, row.id, turn_id, ids)
+
+
+def _renamer(template: Template, session_id: str) -> tuple[str, dict[str, str]]:
+    k = uuid.uuid4().hex[:16]
+    mapping = {old: f"{session_id}|seed_{k}_{i}" for i, old in enumerate(template.ids)}
+    mapping[template.turn_id] = f"turn_{k}"
+    mapping[template.session_id] = session_id
+    return f"turn_{k}", mapping
+
+
+def _rename(text: str, mapping: dict[str, str]) -> str:
+    for old, new in mapping.items():  # longest ids first (step ids contain the session id)
+        text = text.replace(old, new)
+    return text
+
+
+async def seed_session(
+    journal: Any, session_id: str, turns: int, template: Template, *, checkpoint_ratio: float = 0.5
+) -> int:
+    """Append ``turns`` copies of the template turn to ``session_id``; return its last seq.
+
+    Checkpoints follow the runtime's policy with ``checkpoint_ratio`` (a huge ratio: none).
+    """
+    from acagent.events import make_payload
+    from acagent.runner import ContextBuilder
+
+    builder = ContextBuilder()
+    for event in await journal.context_events(session_id):
+        builder.apply(event)
+    last_turn = None
+    for _ in range(turns):
+        last_turn, mapping = _renamer(template, session_id)
+        events = [(typ, orjson.loads(_rename(text, mapping))) for typ, text in template.events]
+        for event in await journal.commit(session_id, events):
+            builder.apply(event)
+        steps = [tuple(_rename(v, mapping) if isinstance(v, str) else v for v in r) for r in template.steps]
+        calls = [
+            tuple(_rename(v, mapping) if isinstance(v, str) else v for v in r) for r in template.tool_calls
+        ]
+
+        def insert(db: Any, steps: list[Any] = steps, calls: list[Any] = calls) -> None:
+            if steps:
+                db.executemany(f"INSERT INTO step VALUES ({','.join('?' * len(steps[0]))})", steps)
+            if calls:
+                db.executemany(f"INSERT INTO tool_call VALUES ({','.join('?' * len(calls[0]))})", calls)
+
+        await journal._run(insert)
+        row = await journal.get_session(session_id)
+        if row.tail_bytes > max(4096, checkpoint_ratio * row.checkpoint_bytes):
+            messages = [m.model_dump(mode="json") for m in builder.messages]
+            payload = make_payload("checkpoint", upto_seq=builder.last_seq, messages=messages)
+            await journal.commit(session_id, [("checkpoint", payload)])
+
+    def finish(db: Any) -> int:
+        db.execute("UPDATE session SET status = 'done', turn_id = ? WHERE id = ?", (last_turn, session_id))
+        return int(db.execute("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()[0])
+
+    return await journal._run(finish)
+
+
+def events_per_turn(template: Template) -> int:
+    """Events one template turn adds."""
+    return len(template.events)
+
+
+def session_path(home: Path) -> Path:
+    """The journal file of a data directory."""
+    return home / "acagent.db"
+
+
+def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
+    """Insert ``n`` copies of a session (row, events, steps, tool calls) in one transaction.
+
+    The copies are what ``n`` hibernated sessions look like in the journal: byte-for-byte the
+    rows the runtime wrote for ``session_id``, under new session ids. Returns the new ids.
+    """
+    import sqlite3
+    import time
+
+    db = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        session = db.execute("SELECT * FROM session WHERE id = ?", (session_id,)).fetchone()
+        events = db.execute("SELECT * FROM event WHERE session_id = ?", (session_id,)).fetchall()
+        steps = db.execute("SELECT * FROM step WHERE session_id = ?", (session_id,)).fetchall()
+        calls = db.execute("SELECT * FROM tool_call WHERE session_id = ?", (session_id,)).fetchall()
+        ids = [f"ses_{int(time.time() * 1000):011x}{uuid.uuid4().hex[:15]}" for _ in range(n)]
+
+        def sub(row: tuple[Any, ...], new: str) -> tuple[Any, ...]:
+            return tuple(v.replace(session_id, new) if isinstance(v, str) else v for v in row)
+
+        db.execute("BEGIN IMMEDIATE")
+        for new in ids:
+            db.execute(f"INSERT INTO session VALUES ({','.join('?' * len(session))})", sub(session, new))
+            for table, rows in (("event", events), ("step", steps), ("tool_call", calls)):
+                if rows:
+                    db.executemany(
+                        f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})",
+                        [sub(r, new) for r in rows],
+                    )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return ids
