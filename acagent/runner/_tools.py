@@ -151,8 +151,7 @@ class ToolExecutor:
                 SetStatus("waiting_tool", ACTIVE, turn_id=turn_id),
             ]
             if decision == "always" and tool is not None:
-                rule = rt.policy.rule_for_always(tool, args if args is not None else validate_arguments(
-                    tool, tool_call_arguments(row))[0])
+                rule = rt.policy.rule_for_always(tool, args if args is not None else tool_call_arguments(row))
                 if rule is not None:
                     rt.policy.add_rule(rule)
                     ops.append(SetApprovalRules(rt.policy.to_json()))
