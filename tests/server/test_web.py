@@ -1,0 +1,164 @@
+"""The web page in headless Chromium, driven over the DevTools protocol (no browser download needed).
+
+Login URL → session page; send a message and watch the text stream; approve a tool call with the
+button; cancel a turn; restart the daemon on the same port (the connection drops) and check the page
+reconnects with its cursor: every seq rendered exactly once. Saves ``docs/screenshots/web.png``.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets.sync.client as wsc
+
+from tests.mockprovider import MockProvider
+from tests.server.conftest import Daemon, wait_for
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "web.png"
+
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
+]
+
+
+class Browser:
+    """A headless Chromium and one page, over CDP."""
+
+    def __init__(self, profile: Path) -> None:
+        self.proc = subprocess.Popen(
+            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0",
+             f"--user-data-dir={profile}", "--window-size=1280,860", "about:blank"],  # type: ignore[list-item]
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        port_file = profile / "DevToolsActivePort"
+        wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, what="DevToolsActivePort")
+        port = int(port_file.read_text().split()[0])
+        pages = wait_for(lambda: [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"], 10)
+        self.conn = wsc.connect(pages[0]["webSocketDebuggerUrl"], max_size=None).__enter__()
+        self._ids = itertools.count(1)
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+
+    def call(self, method: str, **params: Any) -> Any:
+        msg_id = next(self._ids)
+        self.conn.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.conn.recv(timeout=30))
+            if msg.get("id") == msg_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result")
+
+    def js(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def goto(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+        wait_for(lambda: self.js("document.readyState") == "complete", 15, what=f"load {url}")
+
+    def screenshot(self, path: Path) -> None:
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_page_streams_approves_cancels_and_reconnects(start_daemon: Any, workspace: Path, tmp_path: Path,
+                                                       mock: MockProvider) -> None:
+    port = _free_port()
+    d: Daemon = start_daemon("--port", str(port))
+    assert d.port == port
+    sid = d.create(workspace, title="web demo")["id"]
+    browser = Browser(tmp_path / "profile")
+    try:
+        # login: the cookie is set, then the page lists this directory's sessions and opens ours
+        browser.goto(f"{d.url}/login?token={d.token}")
+        assert browser.js("location.pathname") == "/"
+        browser.goto(f"{d.url}/?cwd={workspace}#{sid}")
+        wait_for(lambda: browser.js("window.acagent.sid") == sid and browser.js("document.getElementById('conn').className") == "up",
+                 15, what="page attached")
+        assert sid[:16] in browser.js("document.getElementById('sessions').innerText")
+
+        def type_and_send(text: str) -> None:
+            browser.js(f"document.getElementById('text').value = {json.dumps(text)}; "
+                       "document.getElementById('composer').requestSubmit(); true")
+
+        # 1. streamed text: the partial text grows while the reply streams
+        type_and_send("deltas 30 8 80")
+        samples: list[str] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            text = browser.js("window.acagent.text") or ""
+            if not samples or text != samples[-1]:
+                samples.append(text)
+            if browser.js("document.querySelector('#log .assistant:not(.streaming)') !== null"):
+                break
+            time.sleep(0.05)
+        assert len({len(s) for s in samples if s}) >= 3, samples  # several partial states were rendered
+        d.wait_status(sid, ("done",))
+        # 2. approval through the buttons
+        type_and_send("shell touch from-web.txt")
+        wait_for(lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 1, 15, what="approval card")
+        browser.screenshot(SCREENSHOT)
+        browser.js("document.querySelector('#approvals .card button[data-decision=allow]').click(); true")
+        d.wait_status(sid, ("done",))
+        assert (workspace / "from-web.txt").exists()
+        wait_for(lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 0, 10, what="card cleared")
+        # 3. cancel
+        type_and_send("pause this reply will be cancelled")
+        d.wait_event(sid, lambda e: e["type"] == "assistant.delta" and "this reply" in e["payload"]["text"])
+        browser.js("document.getElementById('cancel').click(); true")
+        d.wait_status(sid, ("cancelled",))
+        mock.release(1)
+        # 4. drop the connection (restart the daemon on the same port) and restore it
+        before = browser.js("window.acagent.reconnects")
+        d.terminate()
+        d2: Daemon = start_daemon("--port", str(port))
+        wait_for(lambda: browser.js("window.acagent.reconnects") > before and browser.js("document.getElementById('conn').className") == "up",
+                 30, what="page reconnected")
+        assert d2.send(sid, "say back after the restart").status_code == 202
+        d2.wait_status(sid, ("done",))
+        last = d2.session(sid)["last_seq"]
+        wait_for(lambda: browser.js("window.acagent.last") == last, 15, what="page caught up")
+        rendered = browser.js("window.acagent.rendered")
+        assert rendered == list(range(1, last + 1))  # every seq once, in order, across the drop
+        log = browser.js("document.getElementById('log').innerText")
+        assert "back after the restart" in log and "turn interrupted" in log
+        partial = browser.js("[...document.querySelectorAll('#log .assistant')].filter(e => e.innerText.includes('this reply wil')).length")
+        assert partial == 1, log  # the partial text kept after the cancel replaces its streamed bubble
+        browser.screenshot(SCREENSHOT.with_name("web-after-reconnect.png"))
+    finally:
+        browser.close()
+    assert SCREENSHOT.stat().st_size > 10_000
