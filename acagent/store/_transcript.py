@@ -289,6 +289,7 @@ class TranscriptWriter:
         self.last_seq = 0
         """Seq of the last record in the file, as this writer last saw it."""
         self._size = -1  # unknown: the first write re-reads the file's tail
+        self._needs_newline = False
 
     def _open(self) -> int:
         return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
@@ -314,14 +315,14 @@ class TranscriptWriter:
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def _sync(self) -> bool:
-        """Under the lock: refresh :attr:`last_seq` if the file changed; True if it needs a newline."""
+    def _sync(self) -> None:
+        """Under the lock: if the file changed since this writer last wrote it, re-read the seq of
+        its last record and whether it ends with a newline."""
         size = os.fstat(self._fd).st_size
         if size != self._size:
             self.last_seq, ends_nl = _tail_state(self._fd, size)
+            self._needs_newline = not ends_nl
             self._size = size
-            return not ends_nl
-        return False
 
     def sync(self) -> int:
         """Re-read the seq of the file's last record (another process may have appended)."""
@@ -341,7 +342,8 @@ class TranscriptWriter:
         if not events:
             return
         with self._locked():
-            needs_newline = self._sync()
+            self._sync()
+            needs_newline = self._needs_newline
             chunks: list[bytes] = [b"\n"] if needs_newline else []
             last = self.last_seq
             for event in events:
@@ -358,6 +360,7 @@ class TranscriptWriter:
                 view = view[n:]
             self._size += len(data)
             self.last_seq = last
+            self._needs_newline = False
 
     def rewrite(self, events: Iterable[Event], *, keep_damaged: bool) -> None:
         """Replace the whole file with ``events`` (tmp + rename), keeping the old one as ``.corrupt``."""
@@ -377,6 +380,7 @@ class TranscriptWriter:
         self._fd = self._open()
         self.last_seq = last
         self._size = os.fstat(self._fd).st_size
+        self._needs_newline = False
 
     def close(self) -> None:
         """Close the file descriptor (idempotent)."""

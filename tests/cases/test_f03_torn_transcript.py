@@ -491,10 +491,13 @@ def test_writer_never_glues_a_record_onto_a_torn_fragment(tmp_path: Path) -> Non
     path.write_bytes(_rec(1, "session.created", {"cwd": "/w"}, sid="s") + TORN)
     writer = TranscriptWriter(path)
     try:
+        assert writer.sync() == 1  # what the registry's writer task does before each write
         writer.write([Event(seq=2, ts="t", session_id="s", type="user.message", payload={"text": "x"})])
+        path.write_bytes(path.read_bytes() + b'{"seq":3,"ts":"t"')  # another process tore a record
+        writer.write([Event(seq=3, ts="t", session_id="s", type="user.message", payload={"text": "y"})])
     finally:
         writer.close()
     read = read_transcript(path)
-    assert [e.seq for e in read.events] == [1, 2]
-    assert [s["line"] for s in read.skipped] == [2]
+    assert [e.seq for e in read.events] == [1, 2, 3]
+    assert [s["line"] for s in read.skipped] == [2, 4]
     assert path.read_bytes().endswith(b"\n")
