@@ -189,7 +189,9 @@ def profile_top(fn: Callable[[], Any], *, limit: int = 14, focus: str = "acagent
     return p.text
 
 
-def format_profile(prof: cProfile.Profile | str, wall: float, limit: int, focus: str) -> str:
+def format_profile(
+    prof: cProfile.Profile | str, wall: float, limit: int, focus: str, where: str = "event-loop thread"
+) -> str:
     """The functions with the most cumulative time (those in ``focus``/) and the most own time (all).
 
     ``prof`` is a profiler or the path of a saved profile (``python -m cProfile -o``).
@@ -200,7 +202,7 @@ def format_profile(prof: cProfile.Profile | str, wall: float, limit: int, focus:
     for (filename, line, name), (_cc, nc, tt, ct, _callers) in entries.items():
         rows.append((filename, line, name, nc, tt, ct))
     out = io.StringIO()
-    out.write(f"profiled wall time {wall:.3f} s (cProfile, wall clock, event-loop thread)\n\n")
+    out.write(f"profiled wall time {wall:.3f} s (cProfile, wall clock, {where})\n\n")
     out.write(f"cumulative time, functions in {focus}/:\n")
     for filename, line, name, nc, _tt, ct in sorted(
         (r for r in rows if f"/{focus}/" in r[0]), key=lambda r: -r[5]

@@ -36,7 +36,7 @@ another process wrote). (3) Look up only the new ids in
 step, as DESIGN.md asks ("one durable commit per step"): fold `acquire_lease` + `_accept` (+ title), and
 `step.started` into the previous commit, and serve the read-only queries from the in-memory state or the read
 connection. (1)–(4) make the turn flat in history; reaching 1/10 of LangGraph at history 10 additionally needs
-(5): at ~20 hops per turn the hops alone exceed LangGraph/10 on this machine.
+(5): 20 commits × acagent's commit latency of figure 3 already exceed a tenth of LangGraph's turn at history 10.
 """,
     "resume flat with checkpoints": """
 **Finding (figure 2).** The breakdown columns show where resume grows: `get_runner` and `load`.
@@ -86,21 +86,26 @@ delivered event. Fix: iterate `self._subs` directly (removals are deferred to af
 iterate the receive stream directly.
 """,
     "concurrent sessions": """
-**Finding (figure 5).** CPU stays well under one core (see the CPU column) yet the added latency is hundreds of
-milliseconds to seconds: turns wait, one behind another, on the single journal writer thread. Each turn makes ~10
+**Finding (figure 5).** The process uses less than one core (CPU column) yet the added latency is seconds:
+turns wait, one behind another, on the single journal writer thread and the one event loop. Each turn makes ~10
 writer round trips before its model request and ~10 after (the figure 1 count), every one an aiosqlite hop queued
 FIFO behind the other sessions' hops, so with N sessions in flight every turn waits for ~N × 20 hops; the "where the
 added latency sits" line shows half of it before the model request. The event-loop profile adds per-turn CPU:
 `AgenticLoop._tool_definitions()` → `Tool.parameters_schema()` (`acagent/runner/_loop.py`,
 `acagent/tools/_base.py`) regenerating pydantic JSON schemas on every LLM step, `InProcessRunner.load()` on every
-`step()`, the transcript pump (`SessionRegistry._start_transcript.pump`: an `flock`, a `sync()` check and an `os.write` per event), and
+`step()`, the transcript pump (`SessionRegistry._start_transcript.pump` → `TranscriptWriter.sync()` and
+`write()` in `acagent/store/_transcript.py`: several `flock`, `stat` and `fstat` calls per event — compare their
+call counts with the number of events, 15 per turn, in the own-time list), `SessionRegistry.busy_count()` (`acagent/runner/_registry.py`) scanning every runner's
+`is_busy` on each `start_turn` (O(N) per turn, O(N²) per wave: the `<genexpr>` and `is_busy` call counts), and
 `_renew_loop` polling `cancel_requested` once a second per running session (1,000 reads/s at 1,000 sessions).
 
 **Fixes.** (1) Group commit: one writer task drains every session's pending commits into one transaction per hop
 (the WAL append is cheap; the hop and the FIFO wait are what cost), with each `SessionWriter.commit` awaiting its
 batch. (2) Cut the per-turn round trips (figure 1, fixes 1 and 5) and serve the read-only queries from memory or
-the read connection. (3) Cache tool schemas. (4) Poll the cancel flag for all running sessions in one query per
-interval instead of one per session. The ≤ 20 ms p99 at 1,000 turns/s offered needs ≲ 1 ms of serialized work per
+the read connection. (3) Cache tool schemas. (4) Keep a running count of busy runners instead of
+`busy_count()`'s scan. (5) Let the transcript pump write whatever is queued in one locked `write` (drain the
+subscription with `receive_nowait` before writing) and check the file's state once per batch, not per event. (6)
+Poll the cancel flag for all running sessions in one query per interval instead of one per session. The ≤ 20 ms p99 at 1,000 turns/s offered needs ≲ 1 ms of serialized work per
 turn; today it is several ms.
 """,
     "hibernated sessions": """
@@ -112,7 +117,8 @@ sessions (an empty journal costs the same). Keep heavy imports lazy in `acagent/
 
 - typer renders help with rich when rich is installed: `typer.rich_utils` pulls in `rich.markdown`,
   `markdown_it`, `pygments`, `rich.columns`… (the importtime tables above), then lays out the panels. The
-  what-if row `TYPER_USE_RICH=0` is the same command with plain click help: roughly half the time goes.
+  what-if row `TYPER_USE_RICH=0` is the same command with plain click help; in the cProfile above,
+  `typer/rich_utils.py <module>` is most of `format_help`.
 - `acagent/cli/_doctor.py` imports `importlib.metadata` (and through it `email`, `zipfile`, `csv`) and `platform`
   at module level, and `acagent/cli/__init__.py` `_load_commands()` imports every command module (run, chat,
   sessions, serve, attach, models, doctor) before typer parses argv.

@@ -241,7 +241,7 @@ def _profile() -> str:
             "event-loop thread:\n"
             + prof.text
             + "\njournal writer thread (aiosqlite worker, where the transaction runs):\n"
-            + format_profile(worker, wall, 14, "acagent")
+            + format_profile(worker, wall, 14, "acagent", "journal writer thread")
         )
 
     return anyio.run(go)

@@ -271,4 +271,4 @@ def _cprofile(argv: list[str], focus: str) -> str:
             stderr=subprocess.DEVNULL,
             check=False,
         )
-        return format_profile(str(out), time.perf_counter() - t0, 14, focus)
+        return format_profile(str(out), time.perf_counter() - t0, 14, focus, "whole process")
