@@ -95,7 +95,7 @@ added latency sits" line shows half of it before the model request. The event-lo
 `acagent/tools/_base.py`) regenerating pydantic JSON schemas on every LLM step, `InProcessRunner.load()` on every
 `step()`, the transcript pump (`SessionRegistry._start_transcript.pump` → `TranscriptWriter.sync()` and
 `write()` in `acagent/store/_transcript.py`: several `flock`, `stat` and `fstat` calls per event — compare their
-call counts with the number of events, 15 per turn, in the own-time list), `SessionRegistry.busy_count()` (`acagent/runner/_registry.py`) scanning every runner's
+call counts with `write`'s in the profile), `SessionRegistry.busy_count()` (`acagent/runner/_registry.py`) scanning every runner's
 `is_busy` on each `start_turn` (O(N) per turn, O(N²) per wave: the `<genexpr>` and `is_busy` call counts), and
 `_renew_loop` polling `cancel_requested` once a second per running session (1,000 reads/s at 1,000 sessions).
 
