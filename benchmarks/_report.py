@@ -81,6 +81,7 @@ def machine_info(command: str, *, end: bool = False) -> dict[str, Any]:
     dirty = _git("status", "--porcelain", "--", "acagent", "benchmarks", "pyproject.toml")
     return {
         "command": command,
+        "root": str(ROOT),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "commit": _git("rev-parse", "HEAD"),
         "commit_subject": _git("log", "-1", "--format=%s"),
@@ -121,7 +122,9 @@ def write_report(figures: list[dict[str, Any]], info: dict[str, Any]) -> str:
         "matters. The targets are goals, not test assertions.\n"
     )
     w("## Run\n")
-    w(f"- Command: `{info['command']}` (from the repository root, in the project's venv)")
+    w(
+        f"- Command: `{info['command']}`, run from `{info['root']}` (the repository root) in the project's venv"
+    )
     commit = info["commit"][:12] or "unknown"
     w(f"- Code: commit `{commit}` ({info['commit_subject']})")
     if info["dirty"]:
