@@ -70,8 +70,16 @@ def openai_calls(calls: list[tuple[str, str, dict[str, Any]]]) -> bytes:
     out = b""
     for i, (cid, name, args) in enumerate(calls):
         out += _oa_chunk(
-            {"tool_calls": [{"index": i, "id": cid, "type": "function",
-                             "function": {"name": name, "arguments": json.dumps(args)}}]}
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)},
+                    }
+                ]
+            }
         )
     return out + _oa_chunk({}, "tool_calls") + b"data: [DONE]\n\n"
 
@@ -127,7 +135,9 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+) -> Any:
     """Poll ``predicate`` until it returns a truthy value; return it (TimeoutError otherwise)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -183,7 +193,9 @@ class Daemon:
         def ready() -> dict[str, Any] | None:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"acagent serve exited {self.proc.returncode}: {''.join(self.stderr_lines)[-3000:]}")
+                raise RuntimeError(
+                    f"acagent serve exited {self.proc.returncode}: {''.join(self.stderr_lines)[-3000:]}"
+                )
             try:
                 info = json.loads(old.read_text())
             except (OSError, ValueError):
@@ -268,7 +280,9 @@ class Daemon:
             what=f"status in {statuses}",
         )
 
-    def wait_event(self, sid: str, pred: Callable[[dict[str, Any]], bool], timeout: float = 20.0) -> dict[str, Any]:
+    def wait_event(
+        self, sid: str, pred: Callable[[dict[str, Any]], bool], timeout: float = 20.0
+    ) -> dict[str, Any]:
         return wait_for(lambda: next((e for e in self.events(sid) if pred(e)), None), timeout, what="event")
 
     def stats(self) -> dict[str, Any]:
@@ -330,7 +344,9 @@ def workspace(tmp_path: Path) -> Path:
 # --------------------------------------------------------------------------------------- raw HTTP (F16)
 
 
-def req(method: str, path: str, headers: list[tuple[str, str]], body: bytes = b"", version: str = "HTTP/1.1") -> bytes:
+def req(
+    method: str, path: str, headers: list[tuple[str, str]], body: bytes = b"", version: str = "HTTP/1.1"
+) -> bytes:
     """One request with exactly these headers, in this order (duplicates allowed)."""
     lines = [f"{method} {path} {version}", *(f"{k}: {v}" for k, v in headers)]
     if body:
@@ -384,8 +400,13 @@ def body_json(resp: bytes) -> Any:
 
 def ws(path: str, host: str, origin: str | None, extra: list[tuple[str, str]] | None = None) -> bytes:
     """A WebSocket opening handshake (origin=None leaves the header out)."""
-    h = [("Host", host), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
-         ("Sec-WebSocket-Version", "13"), ("Sec-WebSocket-Key", base64.b64encode(os.urandom(16)).decode())]
+    h = [
+        ("Host", host),
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Version", "13"),
+        ("Sec-WebSocket-Key", base64.b64encode(os.urandom(16)).decode()),
+    ]
     if origin is not None:
         h.append(("Origin", origin))
     return req("GET", path, h + list(extra or []))

@@ -36,7 +36,13 @@ class TestSessions:
 
     @pytest.mark.parametrize(
         "body",
-        [{"cwd": "relative/dir"}, {"cwd": "/does/not/exist"}, {}, {"cwd": "/tmp\u0000x"}, {"cwd": "/tmp", "model": "nope"}],
+        [
+            {"cwd": "relative/dir"},
+            {"cwd": "/does/not/exist"},
+            {},
+            {"cwd": "/tmp\u0000x"},
+            {"cwd": "/tmp", "model": "nope"},
+        ],
     )
     def test_bad_cwd_or_model_is_4xx(self, daemon: Daemon, body: dict) -> None:
         """Relative, missing or NUL-bearing cwd and malformed models are refused (never a 5xx)."""
@@ -83,7 +89,9 @@ class TestTurns:
         assert [e["seq"] for e in page["events"]] == [4, 5] and page["more"] is True
         assert page["last_seq"] == events[-1]["seq"]
 
-    def test_busy_409_rejects_and_changes_nothing(self, daemon: Daemon, workspace: Path, mock: MockProvider) -> None:
+    def test_busy_409_rejects_and_changes_nothing(
+        self, daemon: Daemon, workspace: Path, mock: MockProvider
+    ) -> None:
         """F06 policy Reject: the second POST gets 409 session_busy with the running turn_id; the journal is unchanged."""
         sid = daemon.create(workspace)["id"]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
@@ -200,7 +208,9 @@ def test_schemathesis_no_5xx(daemon: Daemon, workspace: Path) -> None:
             seen += 1
             response = case.call(headers=daemon.auth, timeout=10)  # type: ignore[attr-defined]
             if response.status_code >= 500:
-                failures.append(f"{case.method} {case.formatted_path} -> {response.status_code} {response.text[:300]}")  # type: ignore[attr-defined]
+                failures.append(
+                    f"{case.method} {case.formatted_path} -> {response.status_code} {response.text[:300]}"
+                )  # type: ignore[attr-defined]
 
         check()
     assert seen > 50

@@ -33,29 +33,49 @@ def test_run_through_daemon_matches_in_process(start_daemon: Any, tmp_path: Path
     assert remote.returncode == 0, remote.stderr
     local_home = tmp_path / "local"
     local_home.mkdir()
-    local = subprocess.run(cmd, env=daemon_env(local_home, mock), cwd=w, capture_output=True, text=True, timeout=60)
+    local = subprocess.run(
+        cmd, env=daemon_env(local_home, mock), cwd=w, capture_output=True, text=True, timeout=60
+    )
     assert local.returncode == 0, local.stderr
     assert _shape(remote.stdout) == _shape(local.stdout)
     sid = json.loads(remote.stdout.splitlines()[0])["session_id"]
     assert d.session(sid)["status"] == "done"  # the daemon ran it
     assert not (local_home / "daemon.json").exists()
     # the plain (non --json) answer is the final text
-    plain = subprocess.run([ACAGENT, "run", "say plain answer"], env=d.env, cwd=w, capture_output=True, text=True, timeout=60)
+    plain = subprocess.run(
+        [ACAGENT, "run", "say plain answer"], env=d.env, cwd=w, capture_output=True, text=True, timeout=60
+    )
     assert plain.returncode == 0 and plain.stdout.strip() == "plain answer"
     # --continue resumes this directory's latest session through the daemon
-    cont = subprocess.run([ACAGENT, "run", "say again", "--continue", "--json"], env=d.env, cwd=w,
-                          capture_output=True, text=True, timeout=60)
+    cont = subprocess.run(
+        [ACAGENT, "run", "say again", "--continue", "--json"],
+        env=d.env,
+        cwd=w,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cont.returncode == 0, cont.stderr
-    assert json.loads(cont.stdout.splitlines()[0])["session_id"] in [r["id"] for r in d.http.get("/v1/sessions").json()]
+    assert json.loads(cont.stdout.splitlines()[0])["session_id"] in [
+        r["id"] for r in d.http.get("/v1/sessions").json()
+    ]
 
 
 def test_attach_unknown_session_and_no_daemon(start_daemon: Any, tmp_path: Path, mock: MockProvider) -> None:
     d = start_daemon()
-    r = subprocess.run([ACAGENT, "attach", "ses_does_not_exist", "--json"], env=d.env, capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [ACAGENT, "attach", "ses_does_not_exist", "--json"],
+        env=d.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 1 and "matches no session" in r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = subprocess.run([ACAGENT, "attach", "ses_x"], env=daemon_env(empty, mock), capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [ACAGENT, "attach", "ses_x"], env=daemon_env(empty, mock), capture_output=True, text=True, timeout=30
+    )
     assert r.returncode == 1 and "no daemon serves" in r.stderr
 
 
@@ -63,8 +83,14 @@ def test_attach_interactive_sends_and_renders(start_daemon: Any, workspace: Path
     """A line typed into `acagent attach` is sent as a message; the reply is rendered; EOF detaches (exit 0)."""
     d = start_daemon()
     sid = d.create(workspace)["id"]
-    proc = subprocess.Popen([ACAGENT, "attach", sid], env={**d.env, "COLUMNS": "120"}, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [ACAGENT, "attach", sid],
+        env={**d.env, "COLUMNS": "120"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 1, 15, what="attached")
         assert proc.stdin is not None
@@ -79,7 +105,9 @@ def test_attach_interactive_sends_and_renders(start_daemon: Any, workspace: Path
             proc.kill()
     assert proc.returncode == 0, err
     assert "hello from attach" in out
-    assert [e["payload"]["text"] for e in d.events(sid) if e["type"] == "user.message"] == ["say hello from attach"]
+    assert [e["payload"]["text"] for e in d.events(sid) if e["type"] == "user.message"] == [
+        "say hello from attach"
+    ]
 
 
 def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Path) -> None:
@@ -87,8 +115,14 @@ def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Pat
     sid = d.create(workspace)["id"]
     assert d.send(sid, "shell touch yes.txt").status_code == 202
     d.wait_status(sid, ("waiting_user",))
-    proc = subprocess.Popen([ACAGENT, "attach", sid], env=d.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [ACAGENT, "attach", sid],
+        env=d.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 1, 15, what="attached")
         time.sleep(0.3)
@@ -104,7 +138,9 @@ def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Pat
 
 
 def test_daemon_info_ignores_dead_pid(tmp_path: Path) -> None:
-    (tmp_path / "daemon.json").write_text(json.dumps({"pid": 2**22 + 12345, "host": "127.0.0.1", "port": 1, "url": "http://127.0.0.1:1"}))
+    (tmp_path / "daemon.json").write_text(
+        json.dumps({"pid": 2**22 + 12345, "host": "127.0.0.1", "port": 1, "url": "http://127.0.0.1:1"})
+    )
     assert daemon_info(tmp_path) is None
     (tmp_path / "daemon.json").write_text("{torn")
     assert daemon_info(tmp_path) is None
@@ -112,8 +148,12 @@ def test_daemon_info_ignores_dead_pid(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("status", "code", "cls"),
-    [(409, "session_busy", SessionBusy), (429, "concurrency_cap", ConcurrencyCap), (404, "session_not_found", SessionNotFound),
-     (404, "approval_not_found", ApprovalNotFound)],
+    [
+        (409, "session_busy", SessionBusy),
+        (429, "concurrency_cap", ConcurrencyCap),
+        (404, "session_not_found", SessionNotFound),
+        (404, "approval_not_found", ApprovalNotFound),
+    ],
 )
 def test_error_envelope_maps_back(status: int, code: str, cls: type) -> None:
     exc = error_from_envelope(status, {"error": {"code": code, "message": "m", "detail": {"turn_id": "t"}}})

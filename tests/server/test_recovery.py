@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.mockprovider import MockProvider
-from tests.server.conftest import ACAGENT, Daemon, wait_for
+from tests.server.conftest import ACAGENT, wait_for
 
 
 def _pids_with(marker: str) -> list[int]:
@@ -34,8 +36,13 @@ class _Attach:
     """`acagent attach ID --since N --json` collecting envelopes in a thread."""
 
     def __init__(self, env: dict[str, str], sid: str, since: int) -> None:
-        self.proc = subprocess.Popen([ACAGENT, "attach", sid, "--since", str(since), "--json"], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [ACAGENT, "attach", sid, "--since", str(since), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.events: list[dict[str, Any]] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -50,6 +57,7 @@ class _Attach:
         return err
 
 
+@pytest.mark.slow
 def test_sigkill_mid_tool_recovers_by_itself(start_daemon: Any, workspace: Path, mock: MockProvider) -> None:
     """F05 main path: kill -9 while `sleep` runs; the restarted daemon continues the turn on its own."""
     d1 = start_daemon()
@@ -73,9 +81,15 @@ def test_sigkill_mid_tool_recovers_by_itself(start_daemon: Any, workspace: Path,
     try:
         s = d2.wait_status(sid, ("done",), timeout=15)
         assert time.monotonic() - t0 < 20
-        wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and _alive(p) for p in sleepers), 5, what="sleep killed")
+        wait_for(
+            lambda: not any(os.path.exists(f"/proc/{p}") and _alive(p) for p in sleepers),
+            5,
+            what="sleep killed",
+        )
         events = d2.events(sid, L)
-        wait_for(lambda: attach.events and attach.events[-1]["seq"] >= s["last_seq"], 10, what="attach caught up")
+        wait_for(
+            lambda: attach.events and attach.events[-1]["seq"] >= s["last_seq"], 10, what="attach caught up"
+        )
     finally:
         err = attach.stop()
     seqs = [e["seq"] for e in attach.events]
@@ -103,6 +117,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_pending_approval_survives_restart(start_daemon: Any, workspace: Path) -> None:
     """F14 R: kill -9 while an approval is pending; after the restart it is still pending, re-sent to an
     attaching client, and answering it runs the tool once."""
@@ -114,15 +129,20 @@ def test_pending_approval_survives_restart(start_daemon: Any, workspace: Path) -
     d1.wait_status(sid, ("waiting_user",))
     d1.kill()
     d2 = start_daemon()
-    s = wait_for(lambda: (x if (x := d2.session(sid))["status"] == "waiting_user" and x["busy"] else None), 5,
-                 what="recovered and waiting")
+    s = wait_for(
+        lambda: x if (x := d2.session(sid))["status"] == "waiting_user" and x["busy"] else None,
+        5,
+        what="recovered and waiting",
+    )
     assert [a["tool_call_id"] for a in s["pending_approvals"]] == [req["payload"]["tool_call_id"]]
     attach = _Attach(d2.env, sid, s["last_seq"])
     try:
         wait_for(lambda: attach.events, 10, what="the re-sent approval")
         first = attach.events[0]
         assert first["replay"] is True and first["seq"] == req["seq"]
-        r = d2.http.post(f"/v1/sessions/{sid}/approvals/{req['payload']['tool_call_id']}", json={"decision": "allow"})
+        r = d2.http.post(
+            f"/v1/sessions/{sid}/approvals/{req['payload']['tool_call_id']}", json={"decision": "allow"}
+        )
         assert r.status_code == 200, r.text
         d2.wait_status(sid, ("done",))
     finally:
@@ -148,7 +168,7 @@ def test_sigterm_interrupts_turns_and_removes_daemon_json(start_daemon: Any, wor
         try:
             while True:
                 seen.append(json.loads(conn.recv(timeout=20)))
-        except Exception as exc:  # noqa: BLE001 - the close ends the loop
+        except Exception as exc:
             close.append(exc)
     assert d1.proc.wait(30) == 0  # type: ignore[union-attr]
     ended = [e for e in seen if e["type"] == "turn.interrupted"]
@@ -162,19 +182,32 @@ def test_sigterm_interrupts_turns_and_removes_daemon_json(start_daemon: Any, wor
     d2.wait_status(sid, ("done",))
 
 
-def test_status_and_stop(start_daemon: Any, workspace: Path, tmp_path: Path) -> None:
+def test_status_and_stop(start_daemon: Any) -> None:
     d = start_daemon()
     out = subprocess.run([ACAGENT, "status"], env=d.env, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "daemon: up" in out.stdout and str(d.port) in out.stdout
-    again = subprocess.run([ACAGENT, "serve", "--port", "0"], env=d.env, capture_output=True, text=True, timeout=30)
+    again = subprocess.run(
+        [ACAGENT, "serve", "--port", "0"], env=d.env, capture_output=True, text=True, timeout=30
+    )
     assert again.returncode != 0 and "already serves" in again.stderr
     stop = subprocess.run([ACAGENT, "serve", "--stop"], env=d.env, capture_output=True, text=True, timeout=60)
     assert stop.returncode == 0, stop.stderr
     assert d.proc.wait(10) == 0  # type: ignore[union-attr]
     assert not (d.home / "daemon.json").exists()
-    down = subprocess.run([ACAGENT, "status", "--json"], env=d.env, capture_output=True, text=True, timeout=30)
+    down = subprocess.run(
+        [ACAGENT, "status", "--json"], env=d.env, capture_output=True, text=True, timeout=30
+    )
     assert down.returncode == 3 and json.loads(down.stdout)["daemon"] is None
     token = d.home / "token"
     assert oct(token.stat().st_mode & 0o777) == "0o600"
-    d2 = start_daemon()
-    assert d2.token == d.token  # reused
+
+
+def test_token_created_once_and_reused(tmp_path: Path) -> None:
+    from acagent.server import ensure_token
+
+    first = ensure_token(tmp_path)
+    assert ensure_token(tmp_path) == first and len(first) >= 40
+    assert oct((tmp_path / "token").stat().st_mode & 0o777) == "0o600"
+    (tmp_path / "token").chmod(0o644)
+    assert ensure_token(tmp_path) == first
+    assert oct((tmp_path / "token").stat().st_mode & 0o777) == "0o600"

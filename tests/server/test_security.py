@@ -81,16 +81,27 @@ class TestHostCheckUnit:
 
     @pytest.mark.parametrize(
         "origin",
-        ["https://evil.example", "null", "http://127.0.0.1:8765.evil.example", "http://127.0.0.1.evil.example:8765",
-         "http://localhost.evil.example:8765", "http://localhost:5173", "http://127.0.0.1", "https://127.0.0.1:8765",
-         "http://127.0.0.1:8765/", "http://127.0.0.1:87650"],
+        [
+            "https://evil.example",
+            "null",
+            "http://127.0.0.1:8765.evil.example",
+            "http://127.0.0.1.evil.example:8765",
+            "http://localhost.evil.example:8765",
+            "http://localhost:5173",
+            "http://127.0.0.1",
+            "https://127.0.0.1:8765",
+            "http://127.0.0.1:8765/",
+            "http://127.0.0.1:87650",
+        ],
     )
     def test_origin_refused(self, origin: str) -> None:
         from acagent.server._security import GuardConfig, check_origin
 
         assert check_origin([origin], GuardConfig(token="t", port=8765).origins) is not None
 
-    @pytest.mark.parametrize("origin", ["http://127.0.0.1:8765", "http://localhost:8765", "HTTP://LOCALHOST:8765"])
+    @pytest.mark.parametrize(
+        "origin", ["http://127.0.0.1:8765", "http://localhost:8765", "HTTP://LOCALHOST:8765"]
+    )
     def test_origin_accepted(self, origin: str) -> None:
         from acagent.server._security import GuardConfig, check_origin
 
@@ -127,11 +138,20 @@ async def test_route_walk_every_route_passes_the_guard(tmp_path: Path) -> None:
 
         async def call(kind: str, method: str, path: str, headers: list[tuple[str, str]]) -> int:
             scope: dict[str, Any] = {
-                "type": kind, "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                "scheme": "http" if kind == "http" else "ws", "path": path, "raw_path": path.encode(),
-                "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8765),
+                "type": kind,
+                "asgi": {"version": "3.0"},
+                "http_version": "1.1",
+                "method": method,
+                "scheme": "http" if kind == "http" else "ws",
+                "path": path,
+                "raw_path": path.encode(),
+                "query_string": b"",
+                "root_path": "",
+                "client": ("127.0.0.1", 1),
+                "server": ("127.0.0.1", 8765),
                 "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
-                "extensions": {"websocket.http.response": {}}, "subprotocols": [],
+                "extensions": {"websocket.http.response": {}},
+                "subprotocols": [],
             }
             sent: list[dict[str, Any]] = []
             first = True
@@ -140,21 +160,38 @@ async def test_route_walk_every_route_passes_the_guard(tmp_path: Path) -> None:
                 nonlocal first
                 if first:
                     first = False
-                    return {"type": "websocket.connect"} if kind == "websocket" else {"type": "http.request", "body": b""}
-                return {"type": "websocket.disconnect", "code": 1000} if kind == "websocket" else {"type": "http.disconnect"}
+                    return (
+                        {"type": "websocket.connect"}
+                        if kind == "websocket"
+                        else {"type": "http.request", "body": b""}
+                    )
+                return (
+                    {"type": "websocket.disconnect", "code": 1000}
+                    if kind == "websocket"
+                    else {"type": "http.disconnect"}
+                )
 
             async def send(message: dict[str, Any]) -> None:
                 sent.append(message)
 
             await app(scope, receive, send)
-            starts = [m for m in sent if m["type"] in ("http.response.start", "websocket.http.response.start")]
+            starts = [
+                m for m in sent if m["type"] in ("http.response.start", "websocket.http.response.start")
+            ]
             assert not any(m["type"] == "websocket.accept" for m in sent), (method, path)
             return int(starts[0]["status"])
 
         for kind, method, path in routes:
             base = [("Host", "127.0.0.1:8765")]
-            assert await call(kind, method, path, [("Host", "evil.example:8765")]) == 403, (kind, method, path)
-            assert await call(kind, method, path, [*base, ("Origin", "https://evil.example")]) == 403, (method, path)
+            assert await call(kind, method, path, [("Host", "evil.example:8765")]) == 403, (
+                kind,
+                method,
+                path,
+            )
+            assert await call(kind, method, path, [*base, ("Origin", "https://evil.example")]) == 403, (
+                method,
+                path,
+            )
             expected = 401
             if kind == "http" and method in ("GET", "HEAD") and path in PUBLIC_PATHS:
                 expected = 0
@@ -206,7 +243,9 @@ class TestF16Live:
         token = ("Authorization", f"Bearer {daemon.token}")
         empty = raw(P, req("GET", "/v1/sessions", [("Host", ""), token, ("Connection", "close")]))
         assert status(empty) in (400, 403)
-        two = raw(P, req("GET", "/v1/sessions", [("Host", f"127.0.0.1:{P}"), ("Host", "attacker.example"), token]))
+        two = raw(
+            P, req("GET", "/v1/sessions", [("Host", f"127.0.0.1:{P}"), ("Host", "attacker.example"), token])
+        )
         assert status(two) == 400
         none = raw(P, req("GET", "/v1/sessions", [token, ("Connection", "close")]))
         assert status(none) == 400
@@ -215,24 +254,45 @@ class TestF16Live:
 
     def test_rebinding_pair(self, daemon: Daemon) -> None:
         P = daemon.port
-        resp = raw(P, req("GET", "/v1/sessions", [
-            ("Host", f"rebind.attacker.example:{P}"), ("Origin", f"http://rebind.attacker.example:{P}"),
-            ("Authorization", f"Bearer {daemon.token}"), ("Connection", "close")]))
+        resp = raw(
+            P,
+            req(
+                "GET",
+                "/v1/sessions",
+                [
+                    ("Host", f"rebind.attacker.example:{P}"),
+                    ("Origin", f"http://rebind.attacker.example:{P}"),
+                    ("Authorization", f"Bearer {daemon.token}"),
+                    ("Connection", "close"),
+                ],
+            ),
+        )
         assert status(resp) == 403 and _code(resp) == "forbidden_host"
 
     def test_accepted_hosts(self, daemon: Daemon, sid: str) -> None:
         P = daemon.port
         for value in ("127.0.0.1:{P}", "localhost:{P}", "LOCALHOST:{P}"):
             host = value.format(P=P)
-            with_token = raw(P, req("GET", "/v1/sessions", [("Host", host), ("Authorization", f"Bearer {daemon.token}"), ("Connection", "close")]))
+            with_token = raw(
+                P,
+                req(
+                    "GET",
+                    "/v1/sessions",
+                    [("Host", host), ("Authorization", f"Bearer {daemon.token}"), ("Connection", "close")],
+                ),
+            )
             assert status(with_token) == 200
             without = raw(P, req("GET", "/v1/sessions", [("Host", host), ("Connection", "close")]))
             assert status(without) == 401 and _code(without) == "unauthorized"
-            stream = raw(P, req("GET", f"/v1/sessions/{sid}/stream", [("Host", host), ("Connection", "close")]))
+            stream = raw(
+                P, req("GET", f"/v1/sessions/{sid}/stream", [("Host", host), ("Connection", "close")])
+            )
             assert status(stream) == 401
             page = raw(P, req("GET", "/", [("Host", host), ("Connection", "close")]))
             assert status(page) == 200 and b"<html" in page
-            login = raw(P, req("GET", f"/login?token={daemon.token}", [("Host", host), ("Connection", "close")]))
+            login = raw(
+                P, req("GET", f"/login?token={daemon.token}", [("Host", host), ("Connection", "close")])
+            )
             assert status(login) == 303
             cookie = next(h for h in header_lines(login) if h.lower().startswith("set-cookie:"))
             assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
@@ -264,13 +324,26 @@ class TestF17Origin:
         cred = [("Cookie", f"{COOKIE_NAME}={cookie_value(T)}")]
         good = ws(path, host, None, [("Authorization", f"Bearer {T}")])
         before = daemon.events(sid)
-        foreign = ["https://evil.example", "null", f"http://127.0.0.1:{P}.evil.example",
-                   f"http://127.0.0.1.evil.example:{P}", f"http://localhost.evil.example:{P}", "http://localhost:5173"]
+        foreign = [
+            "https://evil.example",
+            "null",
+            f"http://127.0.0.1:{P}.evil.example",
+            f"http://127.0.0.1.evil.example:{P}",
+            f"http://localhost.evil.example:{P}",
+            "http://localhost:5173",
+        ]
         refused = [ws(path, host, "https://evil.example")]  # row a: no credential
         for origin in foreign:  # rows b-e with the cookie, and with ?token=
             refused.append(ws(path, host, origin, cred))
             refused.append(ws(path + f"&token={T}", host, origin))
-        refused.append(ws(path, host, "https://evil.example", [("Sec-WebSocket-Protocol", f"acagent.v1, acagent.bearer.{T}")]))  # k
+        refused.append(
+            ws(
+                path,
+                host,
+                "https://evil.example",
+                [("Sec-WebSocket-Protocol", f"acagent.v1, acagent.bearer.{T}")],
+            )
+        )  # k
         for request in refused:
             for _ in range(2):  # step 6: a good connection in between never lets it through
                 resp = raw(P, request)
@@ -281,17 +354,36 @@ class TestF17Origin:
         assert status(h) == 401 and _code(h) == "unauthorized"
         for origin in (f"http://127.0.0.1:{P}", f"http://localhost:{P}"):  # row f
             assert status(raw(P, ws(path, host, origin, cred))) == 101
-        i = raw(P, ws(path, host, f"http://127.0.0.1:{P}", [("Sec-WebSocket-Protocol", f"acagent.v1, acagent.bearer.{T}")]))
+        i = raw(
+            P,
+            ws(
+                path,
+                host,
+                f"http://127.0.0.1:{P}",
+                [("Sec-WebSocket-Protocol", f"acagent.v1, acagent.bearer.{T}")],
+            ),
+        )
         assert status(i) == 101
         assert "sec-websocket-protocol: acagent.v1" in [x.lower() for x in header_lines(i)]
         assert T not in i.decode("latin-1")
-        j = raw(P, ws(path, host, f"http://127.0.0.1:{P}", [("Sec-WebSocket-Protocol", f"acagent.bearer.{T}")]))
+        j = raw(
+            P, ws(path, host, f"http://127.0.0.1:{P}", [("Sec-WebSocket-Protocol", f"acagent.bearer.{T}")])
+        )
         assert status(j) == 400 and T not in j.decode("latin-1")
         # SSE
         sse_cred = [("Host", host), *cred, ("Connection", "close")]
-        bad = raw(P, req("GET", f"/v1/sessions/{sid}/stream?since=0", [*sse_cred, ("Origin", "https://evil.example")]))
+        bad = raw(
+            P,
+            req("GET", f"/v1/sessions/{sid}/stream?since=0", [*sse_cred, ("Origin", "https://evil.example")]),
+        )
         assert status(bad) == 403 and _code(bad) == "forbidden_origin" and b"event-stream" not in bad
-        good_sse = raw(P, req("GET", f"/v1/sessions/{sid}/stream?since=0", [*sse_cred, ("Origin", f"http://127.0.0.1:{P}")]), timeout=1.0)
+        good_sse = raw(
+            P,
+            req(
+                "GET", f"/v1/sessions/{sid}/stream?since=0", [*sse_cred, ("Origin", f"http://127.0.0.1:{P}")]
+            ),
+            timeout=1.0,
+        )
         assert status(good_sse) == 200 and b"text/event-stream" in good_sse
         assert b"approval.requested" in good_sse
         # nothing happened
@@ -312,8 +404,14 @@ class TestF17Origin:
         sid, _ = self._approval_session(daemon, tmp_path)
         for kw in (
             {"additional_headers": daemon.auth},
-            {"subprotocols": ["acagent.v1", f"acagent.bearer.{daemon.token}"], "origin": f"http://127.0.0.1:{daemon.port}"},
-            {"additional_headers": {"Cookie": f"{COOKIE_NAME}={cookie_value(daemon.token)}"}, "origin": f"http://localhost:{daemon.port}"},
+            {
+                "subprotocols": ["acagent.v1", f"acagent.bearer.{daemon.token}"],
+                "origin": f"http://127.0.0.1:{daemon.port}",
+            },
+            {
+                "additional_headers": {"Cookie": f"{COOKIE_NAME}={cookie_value(daemon.token)}"},
+                "origin": f"http://localhost:{daemon.port}",
+            },
         ):
             with wsc.connect(f"{daemon.ws_url}/v1/sessions/{sid}/attach?since=0", **kw) as conn:  # type: ignore[arg-type]
                 types = []
@@ -336,11 +434,23 @@ class TestF18Parity:
             return {
                 "list": raw(P, req("GET", "/v1/sessions" + query, h)),
                 "get": raw(P, req("GET", f"/v1/sessions/{sid}" + query, h)),
-                "events": raw(P, req("GET", f"/v1/sessions/{sid}/events?since=0" + query.replace("?", "&"), h)),
-                "sse": raw(P, req("GET", f"/v1/sessions/{sid}/stream?since=0" + query.replace("?", "&"), h), timeout=1.0),
-                "ws": raw(P, ws(f"/v1/sessions/{sid}/attach?since=0" + query.replace("?", "&"),
-                                next(v for k, v in headers if k == "Host"), None,
-                                [x for x in headers if x[0] != "Host"])),
+                "events": raw(
+                    P, req("GET", f"/v1/sessions/{sid}/events?since=0" + query.replace("?", "&"), h)
+                ),
+                "sse": raw(
+                    P,
+                    req("GET", f"/v1/sessions/{sid}/stream?since=0" + query.replace("?", "&"), h),
+                    timeout=1.0,
+                ),
+                "ws": raw(
+                    P,
+                    ws(
+                        f"/v1/sessions/{sid}/attach?since=0" + query.replace("?", "&"),
+                        next(v for k, v in headers if k == "Host"),
+                        None,
+                        [x for x in headers if x[0] != "Host"],
+                    ),
+                ),
             }
 
         def expect(answers: dict[str, bytes], code: int, err: str) -> None:
@@ -352,8 +462,15 @@ class TestF18Parity:
         auth = ("Authorization", f"Bearer {T}")
         for value, _ in REFUSED_HOSTS:
             expect(kinds([("Host", value.format(P=P)), auth]), 403, "forbidden_host")
-        for origin in ["https://evil.example", "null", f"http://127.0.0.1.evil.example:{P}", "http://localhost:5173"]:
-            answers = kinds([("Host", host), ("Cookie", f"{COOKIE_NAME}={cookie_value(T)}"), ("Origin", origin)])
+        for origin in [
+            "https://evil.example",
+            "null",
+            f"http://127.0.0.1.evil.example:{P}",
+            "http://localhost:5173",
+        ]:
+            answers = kinds(
+                [("Host", host), ("Cookie", f"{COOKIE_NAME}={cookie_value(T)}"), ("Origin", origin)]
+            )
             expect({k: v for k, v in answers.items() if k in ("sse", "ws")}, 403, "forbidden_origin")
         bad_creds: list[list[tuple[str, str]]] = [
             [],
@@ -376,23 +493,42 @@ class TestF18Parity:
         P, T = daemon.port, daemon.token
         host = ("Host", f"127.0.0.1:{P}")
         for leaf in ("attach", "stream"):
-            for path in [f"//v1/sessions/{sid}/{leaf}", f"/v1/sessions/{sid}/{leaf}/", f"/V1/sessions/{sid}/{leaf}",
-                         f"/v1/sessions/{sid}/./{leaf}", f"/v1/sessions/{sid}/x/../{leaf}", f"/v1/sessions/{sid}%2F{leaf}",
-                         f"/v1/sessions/{sid}/{leaf};x=1", f"/v1/sessions/{sid}/{leaf}%00"]:
+            for path in [
+                f"//v1/sessions/{sid}/{leaf}",
+                f"/v1/sessions/{sid}/{leaf}/",
+                f"/V1/sessions/{sid}/{leaf}",
+                f"/v1/sessions/{sid}/./{leaf}",
+                f"/v1/sessions/{sid}/x/../{leaf}",
+                f"/v1/sessions/{sid}%2F{leaf}",
+                f"/v1/sessions/{sid}/{leaf};x=1",
+                f"/v1/sessions/{sid}/{leaf}%00",
+            ]:
                 plain = raw(P, req("GET", path, [host, ("Connection", "close")]), timeout=1.0)
                 hs = raw(P, ws(path, host[1], None))
                 for resp in (plain, hs):
                     assert status(resp) in (400, 401, 403, 404), (path, resp[:200])
                     assert b"event-stream" not in resp
-        handshake = [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13"),
-                     ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")]
+        handshake = [
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ]
         variants = [
             req("HEAD", f"/v1/sessions/{sid}/stream", [host, ("Connection", "close")]),
             req("OPTIONS", f"/v1/sessions/{sid}/attach", [host, ("Connection", "close")]),
             req("GET", f"/v1/sessions/{sid}/stream", [host, *handshake]),
             req("POST", f"/v1/sessions/{sid}/messages", [host, *handshake]),
-            req("GET", "/v1/sessions", [host, ("Upgrade", "h2c"), ("Connection", "Upgrade, HTTP2-Settings"),
-                                        ("HTTP2-Settings", "AAMAAABkAAQAAP__")]),
+            req(
+                "GET",
+                "/v1/sessions",
+                [
+                    host,
+                    ("Upgrade", "h2c"),
+                    ("Connection", "Upgrade, HTTP2-Settings"),
+                    ("HTTP2-Settings", "AAMAAABkAAQAAP__"),
+                ],
+            ),
             req("GET", "/v1/sessions", [], version="HTTP/1.0"),
         ]
         for request in variants:
@@ -401,6 +537,7 @@ class TestF18Parity:
             assert b"event-stream" not in resp
         head = raw(P, variants[0], timeout=1.0)
         assert status(head) == 401
+
         # unknown session: same answer as a real one without credentials, 404 with them
         def unknown(path: str, auth: bool) -> bytes:
             extra = [("Authorization", f"Bearer {T}")] if auth else []

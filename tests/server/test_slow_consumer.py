@@ -87,7 +87,9 @@ def _sse_events(data: bytes) -> list[tuple[str, dict[str, Any]]]:
     body = data.split(b"\r\n\r\n", 1)[1].decode()
     out = []
     for block in body.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line and not line.startswith(":"))
+        fields = dict(
+            line.split(": ", 1) for line in block.split("\n") if ": " in line and not line.startswith(":")
+        )
         if "data" in fields:
             out.append((fields.get("event", ""), json.loads(fields["data"])))
     return out
@@ -97,8 +99,13 @@ class _Healthy:
     """`acagent attach --json` reading continuously."""
 
     def __init__(self, d: Daemon, sid: str) -> None:
-        self.proc = subprocess.Popen([ACAGENT, "attach", sid, "--json"], env=d.env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [ACAGENT, "attach", sid, "--json"],
+            env=d.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.events: list[dict[str, Any]] = []
         self.times: list[float] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -117,8 +124,12 @@ class _Healthy:
 def _churn(d: Daemon, sid: str, cursor: Any, cycles: int, errors: list[str]) -> None:
     """Connect (since = ``cursor()``, a recent seq), read one event, abort with RST — ``cycles`` times."""
     for _ in range(cycles):
-        handshake = ws(f"/v1/sessions/{sid}/attach?since={max(0, cursor() - 1)}", f"127.0.0.1:{d.port}", None,
-                       [("Authorization", f"Bearer {d.token}")])
+        handshake = ws(
+            f"/v1/sessions/{sid}/attach?since={max(0, cursor() - 1)}",
+            f"127.0.0.1:{d.port}",
+            None,
+            [("Authorization", f"Bearer {d.token}")],
+        )
         try:
             with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s:
                 s.sendall(handshake)
@@ -131,7 +142,7 @@ def _churn(d: Daemon, sid: str, cursor: Any, cycles: int, errors: list[str]) -> 
                 if not data.startswith(b"HTTP/1.1 101"):
                     raise ConnectionError(data[:100].decode("latin-1"))
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except Exception as exc:  # noqa: BLE001 - recorded and asserted on
+        except Exception as exc:
             errors.append(repr(exc))
 
 
@@ -160,6 +171,7 @@ def _turn(d: Daemon, sid: str) -> tuple[float, int]:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, workspace: Path) -> None:
     d = start_daemon("--send-timeout", "5", "--keepalive", "1")
     sid = d.create(workspace)["id"]
@@ -172,21 +184,44 @@ def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, worksp
 
     healthy = _Healthy(d, sid)
     wait_for(lambda: healthy.events and healthy.events[-1]["seq"] == start_seq, 20, what="healthy catch-up")
-    s_ws = _stalled_socket(d, ws(f"/v1/sessions/{sid}/attach?since=0", f"127.0.0.1:{d.port}", None,
-                                 [("Authorization", f"Bearer {d.token}")]))
-    s_sse = _stalled_socket(d, req("GET", f"/v1/sessions/{sid}/stream?since=0",
-                                   [("Host", f"127.0.0.1:{d.port}"), ("Authorization", f"Bearer {d.token}")]))
+    s_ws = _stalled_socket(
+        d,
+        ws(
+            f"/v1/sessions/{sid}/attach?since=0",
+            f"127.0.0.1:{d.port}",
+            None,
+            [("Authorization", f"Bearer {d.token}")],
+        ),
+    )
+    s_sse = _stalled_socket(
+        d,
+        req(
+            "GET",
+            f"/v1/sessions/{sid}/stream?since=0",
+            [("Host", f"127.0.0.1:{d.port}"), ("Authorization", f"Bearer {d.token}")],
+        ),
+    )
     stopped = []
     for _ in range(5):
-        hs = ws(f"/v1/sessions/{sid}/attach?since=0", f"127.0.0.1:{d.port}", None, [("Authorization", f"Bearer {d.token}")])
-        p = subprocess.Popen([sys.executable, "-c", _STOPPED_CLIENT, str(d.port), hs.decode("latin-1")],
-                             stdout=subprocess.PIPE, env=d.env)
+        hs = ws(
+            f"/v1/sessions/{sid}/attach?since=0",
+            f"127.0.0.1:{d.port}",
+            None,
+            [("Authorization", f"Bearer {d.token}")],
+        )
+        p = subprocess.Popen(
+            [sys.executable, "-c", _STOPPED_CLIENT, str(d.port), hs.decode("latin-1")],
+            stdout=subprocess.PIPE,
+            env=d.env,
+        )
         assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
         os.kill(p.pid, signal.SIGSTOP)
         stopped.append(p)
     wait_for(lambda: d.stats()["sessions"][sid]["attachers"] == 8, 10, what="8 attachers")
     churn_errors: list[str] = []
-    churn = threading.Thread(target=_churn, args=(d, sid, lambda: healthy.events[-1]["seq"], 100, churn_errors))
+    churn = threading.Thread(
+        target=_churn, args=(d, sid, lambda: healthy.events[-1]["seq"], 100, churn_errors)
+    )
     churn.start()
     comeback: dict[str, bytes] = {}
 
@@ -200,7 +235,9 @@ def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, worksp
     reader.start()
 
     loaded_s, rss_max = _turn(d, sid)
-    print(f"F08: turn alone {alone_s:.2f}s, with stalled/churn clients {loaded_s:.2f}s, rss +{(rss_max - baseline) / 1024:.1f} MiB")
+    print(
+        f"F08: turn alone {alone_s:.2f}s, with stalled/churn clients {loaded_s:.2f}s, rss +{(rss_max - baseline) / 1024:.1f} MiB"
+    )
     churn.join(60)
     end_seq = d.session(sid)["last_seq"]
     try:
@@ -213,8 +250,11 @@ def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, worksp
         assert loaded_s <= 2.0 * alone_s + 2.0, (alone_s, loaded_s)
         assert not churn_errors, churn_errors[:3]
         # S (ws, sse) and the 5 stopped clients: evicted (queue overflow) or timed out (blocked send)
-        stats = wait_for(lambda: (st if (st := d.stats())["evictions"] + st["send_timeouts"] >= 7 else None), 15,
-                         what="7 stalled clients closed")
+        stats = wait_for(
+            lambda: st if (st := d.stats())["evictions"] + st["send_timeouts"] >= 7 else None,
+            15,
+            what="7 stalled clients closed",
+        )
         assert stats["sessions"][sid]["attachers"] == 1, stats  # only H is left
         assert any("evicted" in line or "stalled" in line for line in d.stderr_lines)
         # S comes back: it reads what was buffered, then the close telling it where to resume
@@ -228,8 +268,9 @@ def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, worksp
         got = [e["seq"] for e in texts]
         assert code == 4008 and reason == f"re-attach with since={got[-1]}", (code, reason)
         assert got == list(range(1, got[-1] + 1))
-        with wsc.connect(f"{d.ws_url}/v1/sessions/{sid}/attach?since={got[-1]}", additional_headers=d.auth,
-                         max_size=None) as conn:
+        with wsc.connect(
+            f"{d.ws_url}/v1/sessions/{sid}/attach?since={got[-1]}", additional_headers=d.auth, max_size=None
+        ) as conn:
             while got[-1] < end_seq:
                 got.append(json.loads(conn.recv(timeout=10))["seq"])
         assert got == list(range(1, end_seq + 1))
@@ -245,7 +286,9 @@ def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, worksp
         healthy.stop()
         s_ws.close()
         s_sse.close()
-    wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers", 0) == 0, 15, what="no attachers left")
+    wait_for(
+        lambda: d.stats()["sessions"].get(sid, {}).get("attachers", 0) == 0, 15, what="no attachers left"
+    )
     assert d.stats()["connections"] == {"ws": 0, "sse": 0}
 
 
@@ -254,8 +297,15 @@ def test_blocked_write_times_out(start_daemon: Any, workspace: Path, kind: str) 
     """A client that stops reading in a quiet session is closed once a send blocks past the timeout."""
     d = start_daemon("--send-timeout", "1", "--queue-events", "100000")
     sid = d.create(workspace)["id"]
-    s = _stalled_socket(d, ws(f"/v1/sessions/{sid}/attach?since=0", f"127.0.0.1:{d.port}", None,
-                              [("Authorization", f"Bearer {d.token}")]))
+    s = _stalled_socket(
+        d,
+        ws(
+            f"/v1/sessions/{sid}/attach?since=0",
+            f"127.0.0.1:{d.port}",
+            None,
+            [("Authorization", f"Bearer {d.token}")],
+        ),
+    )
     assert d.send(sid, "deltas 3000 200").status_code == 202
     d.wait_status(sid, ("done",), timeout=60)
     wait_for(lambda: d.stats()["send_timeouts"] >= 1, 15, what="a send timeout")

@@ -30,6 +30,7 @@ SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "web
 
 pytestmark = [
     pytest.mark.chromium,
+    pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)"),
 ]
 
@@ -39,15 +40,31 @@ class Browser:
 
     def __init__(self, profile: Path) -> None:
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0",
-             f"--user-data-dir={profile}", "--window-size=1280,860", "about:blank"],  # type: ignore[list-item]
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                CHROMIUM,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                "--window-size=1280,860",
+                "about:blank",
+            ],  # type: ignore[list-item]
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         port_file = profile / "DevToolsActivePort"
         wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, what="DevToolsActivePort")
         port = int(port_file.read_text().split()[0])
-        pages = wait_for(lambda: [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"], 10)
+        pages = wait_for(
+            lambda: [
+                t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"
+            ],
+            10,
+        )
         self.conn = wsc.connect(pages[0]["webSocketDebuggerUrl"], max_size=None).__enter__()
         self._ids = itertools.count(1)
         self.call("Page.enable")
@@ -95,8 +112,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_page_streams_approves_cancels_and_reconnects(start_daemon: Any, workspace: Path, tmp_path: Path,
-                                                       mock: MockProvider) -> None:
+def test_page_streams_approves_cancels_and_reconnects(
+    start_daemon: Any, workspace: Path, tmp_path: Path, mock: MockProvider
+) -> None:
     port = _free_port()
     d: Daemon = start_daemon("--port", str(port))
     assert d.port == port
@@ -107,13 +125,21 @@ def test_page_streams_approves_cancels_and_reconnects(start_daemon: Any, workspa
         browser.goto(f"{d.url}/login?token={d.token}")
         assert browser.js("location.pathname") == "/"
         browser.goto(f"{d.url}/?cwd={workspace}#{sid}")
-        wait_for(lambda: browser.js("window.acagent.sid") == sid and browser.js("document.getElementById('conn').className") == "up",
-                 15, what="page attached")
+        wait_for(
+            lambda: (
+                browser.js("window.acagent.sid") == sid
+                and browser.js("document.getElementById('conn').className") == "up"
+            ),
+            15,
+            what="page attached",
+        )
         assert sid[:16] in browser.js("document.getElementById('sessions').innerText")
 
         def type_and_send(text: str) -> None:
-            browser.js(f"document.getElementById('text').value = {json.dumps(text)}; "
-                       "document.getElementById('composer').requestSubmit(); true")
+            browser.js(
+                f"document.getElementById('text').value = {json.dumps(text)}; "
+                "document.getElementById('composer').requestSubmit(); true"
+            )
 
         # 1. streamed text: the partial text grows while the reply streams
         type_and_send("deltas 30 8 80")
@@ -130,12 +156,20 @@ def test_page_streams_approves_cancels_and_reconnects(start_daemon: Any, workspa
         d.wait_status(sid, ("done",))
         # 2. approval through the buttons
         type_and_send("shell touch from-web.txt")
-        wait_for(lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 1, 15, what="approval card")
+        wait_for(
+            lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 1,
+            15,
+            what="approval card",
+        )
         browser.screenshot(SCREENSHOT)
         browser.js("document.querySelector('#approvals .card button[data-decision=allow]').click(); true")
         d.wait_status(sid, ("done",))
         assert (workspace / "from-web.txt").exists()
-        wait_for(lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 0, 10, what="card cleared")
+        wait_for(
+            lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 0,
+            10,
+            what="card cleared",
+        )
         # 3. cancel
         type_and_send("pause this reply will be cancelled")
         d.wait_event(sid, lambda e: e["type"] == "assistant.delta" and "this reply" in e["payload"]["text"])
@@ -146,8 +180,14 @@ def test_page_streams_approves_cancels_and_reconnects(start_daemon: Any, workspa
         before = browser.js("window.acagent.reconnects")
         d.terminate()
         d2: Daemon = start_daemon("--port", str(port))
-        wait_for(lambda: browser.js("window.acagent.reconnects") > before and browser.js("document.getElementById('conn').className") == "up",
-                 30, what="page reconnected")
+        wait_for(
+            lambda: (
+                browser.js("window.acagent.reconnects") > before
+                and browser.js("document.getElementById('conn').className") == "up"
+            ),
+            30,
+            what="page reconnected",
+        )
         assert d2.send(sid, "say back after the restart").status_code == 202
         d2.wait_status(sid, ("done",))
         last = d2.session(sid)["last_seq"]
@@ -156,7 +196,9 @@ def test_page_streams_approves_cancels_and_reconnects(start_daemon: Any, workspa
         assert rendered == list(range(1, last + 1))  # every seq once, in order, across the drop
         log = browser.js("document.getElementById('log').innerText")
         assert "back after the restart" in log and "turn interrupted" in log
-        partial = browser.js("[...document.querySelectorAll('#log .assistant')].filter(e => e.innerText.includes('this reply wil')).length")
+        partial = browser.js(
+            "[...document.querySelectorAll('#log .assistant')].filter(e => e.innerText.includes('this reply wil')).length"
+        )
         assert partial == 1, log  # the partial text kept after the cancel replaces its streamed bubble
         browser.screenshot(SCREENSHOT.with_name("web-after-reconnect.png"))
     finally:
