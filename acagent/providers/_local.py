@@ -4,8 +4,9 @@ There is no second streaming path. :class:`LocalServer` starts xllamacpp's embed
 HTTP server (OpenAI-compatible) on ``127.0.0.1`` at a free port, and :class:`LocalProvider`
 talks to it through :class:`~acagent.providers.OpenAIProvider`, exactly as it would talk to
 any OpenAI-compatible endpoint. The server starts lazily, on the first request (loading the
-model takes ~0.5 s, done in a worker thread), and stops on :meth:`LocalProvider.aclose`; its
-threads live inside this process, so it also ends with the process.
+model takes ~0.5 s, done in a worker thread), and stops on :meth:`LocalProvider.aclose` and,
+bounded, at interpreter exit (``atexit``); its threads live inside this process, so it cannot
+outlive it.
 
 Cancel: leaving ``request_stream`` closes the HTTP response; llama.cpp notices the closed
 connection and stops generating for that slot (measured: process CPU time stops increasing
@@ -19,9 +20,13 @@ call them reliably. The runner sends them only with ``--tools on``.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import os
+import threading
+import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -48,7 +53,50 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'acagent[local]'"
-_DEFAULT_CONTEXT_TOKENS = 8192
+_DEFAULT_CONTEXT_TOKENS = 4096
+_HEALTH_TIMEOUT_S = 30.0
+_UNSTOPPABLE: list[Any] = []
+"""Servers that never became healthy: kept alive, since destroying one may hang."""
+
+
+_RUNNING: weakref.WeakSet[LocalServer] = weakref.WeakSet()
+_ATEXIT_REGISTERED = False
+
+
+def _register_atexit(server: LocalServer) -> None:
+    """Stop every running server at interpreter exit, each bounded (see :meth:`LocalServer.stop`)."""
+    global _ATEXIT_REGISTERED
+    _RUNNING.add(server)
+    if not _ATEXIT_REGISTERED:
+        atexit.register(_stop_all)
+        _ATEXIT_REGISTERED = True
+
+
+def _stop_all() -> None:
+    for server in list(_RUNNING):
+        server.stop(timeout_s=2.0)
+
+
+def _wait_healthy(address: str, *, timeout_s: float) -> bool:
+    """Poll ``GET /health`` until 200. Blocking.
+
+    ``xllamacpp.Server(...)`` returns once the model is loaded, but its HTTP thread starts a
+    moment later (0.1–0.4 s measured); destroying the server before that thread listens hangs
+    forever in ``~Server`` (measured with xllamacpp 2026.10.11549). So :meth:`LocalServer.start`
+    returns only once the server answers, which also proves it is usable.
+    """
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(address + "/health").status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass
+            time.sleep(0.01)
+    return False
 
 
 def default_threads(cpu_count: int | None = None) -> int:
@@ -162,14 +210,32 @@ class LocalServer:
                 f"llama.cpp could not load {str(model_path)!r} ({exc}); "
                 f"check the file with `acagent models list` or reinstall it with `acagent models pull`"
             ) from exc
-        self._server = server
-        self._address = str(server.listening_address).rstrip("/")
+        address = str(server.listening_address).rstrip("/")
+        if not _wait_healthy(address, timeout_s=_HEALTH_TIMEOUT_S):
+            _UNSTOPPABLE.append(server)  # destroying it now could hang (see _wait_healthy)
+            raise ProviderError(f"the local llama.cpp server at {address} did not become healthy")
+        self._server, self._address = server, address
+        _register_atexit(self)
         return self.base_url
 
-    def stop(self) -> None:
-        """Stop listening, end generation and free the model (the destructor joins the loop)."""
-        server, self._server, self._address = self._server, None, None
-        del server  # the last reference: xllamacpp's ~Server stops the loop and closes sockets
+    def stop(self, *, timeout_s: float = 10.0) -> bool:
+        """Stop listening, end generation and free the model.
+
+        xllamacpp's destructor joins the server loop; it runs in a daemon thread bounded by
+        ``timeout_s`` seconds, so a stuck stop can never hang the caller or interpreter exit.
+
+        Returns:
+            True if the server stopped within ``timeout_s``.
+        """
+        holder = [self._server]
+        self._server, self._address = None, None
+        if holder[0] is None:
+            return True
+        # The thread drops the last reference, so ~Server runs there, not here.
+        thread = threading.Thread(target=holder.clear, name="acagent-local-stop", daemon=True)
+        thread.start()
+        thread.join(timeout_s)
+        return not thread.is_alive()
 
 
 class LocalProvider:
