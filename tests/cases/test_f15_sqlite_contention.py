@@ -22,7 +22,7 @@ import anyio
 import pytest
 
 from acagent.runner import SessionRegistry
-from tests.cases.conftest import settings_for
+from tests.cases.conftest import open_session, settings_for
 from tests.mockprovider import MockProvider, Script
 
 pytestmark = pytest.mark.anyio
@@ -165,3 +165,40 @@ async def test_six_streaming_sessions_readers_and_an_external_lock(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert "locked" not in err
     assert all(r.status == 200 for r in mock.requests)
+
+
+async def test_backpressure_bounds_buffered_deltas_while_the_lock_is_held(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """While another process holds the write lock, a fast stream waits instead of buffering
+    without bound (the writer's bound is lowered to 200 here, from 5,000); nothing is lost."""
+    n = 3000
+    mock.script(Script(chunks=delta_stream(n), sleeps=0.0005))
+    settings = settings_for(tmp_path / "home", mock)
+    peak = 0
+    async with open_session(settings, workspace) as (_, runner):
+        runner.writer._max_buffered = 200  # the bound under test (SessionWriter(max_buffered=...))
+        await runner.step("stream fast")
+        while runner.bus.last_seq < 50:
+            await anyio.sleep(0.005)
+        proc = await anyio.open_process(["sqlite3", str(settings.db_path)])
+        assert proc.stdin is not None
+        await proc.stdin.send(b".timeout 20000\nBEGIN IMMEDIATE;\n.shell sleep 2\nCOMMIT;\n")
+        await proc.stdin.aclose()
+        await anyio.sleep(0.4)  # the external process holds the lock by now
+        held_from = runner.bus.last_seq
+        with anyio.move_on_after(1.2):
+            while True:
+                peak = max(peak, runner.writer.buffered)
+                await anyio.sleep(0.005)
+        held_to = runner.bus.last_seq
+        assert await proc.wait() == 0
+        with anyio.fail_after(60):
+            await runner.wait()
+        events = await runner.journal.events(runner.session_id, 0)
+        status = (await runner.snapshot())["status"]
+    assert held_from == held_to < n  # nothing committed while the lock was held, the stream not over
+    assert 150 < peak <= 201  # the producer filled the buffer to its bound, then waited
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert sum(1 for e in events if e.type == "assistant.delta") == n
+    assert status == "done" and [e.type for e in events].count("turn.completed") == 1
