@@ -13,6 +13,7 @@ import logging
 from importlib import resources
 from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -25,6 +26,7 @@ from acagent.errors import AcagentError, ConfigError, UserError
 from acagent.server._security import COOKIE_NAME, Guard, _same
 from acagent.server._state import DaemonState
 from acagent.server._streams import MAX_SEQ, attach_websocket, sse_endpoint
+from acagent.store import RESTING
 
 __all__ = ["DaemonStopping", "create_app"]
 
@@ -200,7 +202,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 # ---------------------------------------------------------------------------------------- helpers
 
 
-async def _pending_by_session(state: DaemonState, session_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
+async def _pending_by_session(
+    state: DaemonState, session_id: str | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Pending approvals of every session (or one) in one query."""
     import orjson
 
@@ -221,7 +225,9 @@ async def _pending_by_session(state: DaemonState, session_id: str | None = None)
             args = orjson.loads(arguments)
         except orjson.JSONDecodeError:
             args = arguments
-        out.setdefault(sid, []).append({"tool_call_id": tcid, "name": name, "arguments": args, "turn_id": turn_id})
+        out.setdefault(sid, []).append(
+            {"tool_call_id": tcid, "name": name, "arguments": args, "turn_id": turn_id}
+        )
     return out
 
 
@@ -241,7 +247,9 @@ def _check_model(model: str) -> str:
     if not sep or not provider.strip() or not name.strip():
         raise ConfigError(f"invalid model id {model!r}: expected PROVIDER:MODEL, e.g. 'openai:gpt-4o-mini'")
     if provider.strip().lower() not in available_providers():
-        raise ConfigError(f"unknown provider {provider!r} in {model!r}; known: {', '.join(available_providers())}")
+        raise ConfigError(
+            f"unknown provider {provider!r} in {model!r}; known: {', '.join(available_providers())}"
+        )
     return model
 
 
@@ -264,7 +272,13 @@ _HTTP_CODES = {
 def _validation_detail(errors: Any) -> list[dict[str, Any]]:
     out = []
     for err in errors:
-        out.append({"loc": [str(p) for p in err.get("loc", ())], "msg": str(err.get("msg", "")), "type": err.get("type")})
+        out.append(
+            {
+                "loc": [str(p) for p in err.get("loc", ())],
+                "msg": str(err.get("msg", "")),
+                "type": err.get("type"),
+            }
+        )
     return out
 
 
@@ -360,7 +374,9 @@ def create_app(state: DaemonState) -> FastAPI:
     async def login(token: str = "") -> Response:
         if not token or not _same(token, state.guard.token):
             return _envelope(401, "unauthorized", "wrong login token; use the URL `acagent serve` printed")
-        response = RedirectResponse("/", status_code=303, headers={"cache-control": "no-store", "referrer-policy": "no-referrer"})
+        response = RedirectResponse(
+            "/", status_code=303, headers={"cache-control": "no-store", "referrer-policy": "no-referrer"}
+        )
         response.set_cookie(COOKIE_NAME, state.guard.cookie, httponly=True, samesite="strict", path="/")
         return response
 
@@ -420,6 +436,12 @@ def create_app(state: DaemonState) -> FastAPI:
         # One accept at a time per session, so a concurrent POST sees the running turn's id.
         async with state.turn_lock(session_id):
             runner = await state.registry.get_runner(session_id)
+            if runner.is_busy and (await state.journal.get_session(session_id)).status in RESTING:
+                # The turn already ended (turn.completed is committed with status done); the runner
+                # is only finishing up (checkpoint, lease release): a message sent right after the
+                # end is accepted, not refused as busy.
+                with anyio.move_on_after(10):
+                    await runner.wait()
             if not runner.is_busy:
                 auto = body.auto_approve or state.settings.auto_approve
                 if runner.settings.auto_approve != auto:
@@ -428,7 +450,11 @@ def create_app(state: DaemonState) -> FastAPI:
         return {"turn_id": turn_id, "session_id": session_id}
 
     @app.post(
-        "/v1/sessions/{session_id}/cancel", status_code=202, response_model=Accepted, responses=ERRORS, tags=["turns"]
+        "/v1/sessions/{session_id}/cancel",
+        status_code=202,
+        response_model=Accepted,
+        responses=ERRORS,
+        tags=["turns"],
     )
     async def cancel(session_id: str) -> dict[str, Any]:
         """Cancel the running turn (from any state); the session ends ``cancelled``."""
@@ -442,7 +468,9 @@ def create_app(state: DaemonState) -> FastAPI:
         responses=ERRORS,
         tags=["turns"],
     )
-    async def answer_approval(session_id: str, tool_call_id: str, body: Annotated[ApprovalAnswer, Body()]) -> dict[str, Any]:
+    async def answer_approval(
+        session_id: str, tool_call_id: str, body: Annotated[ApprovalAnswer, Body()]
+    ) -> dict[str, Any]:
         """Record a decision. 404 for an unknown or already-resolved approval (detail names the winner)."""
         runner = await state.registry.get_runner(session_id)
         row = await runner.answer_approval(tool_call_id, body.decision, answer=body.answer)
@@ -461,13 +489,20 @@ def create_app(state: DaemonState) -> FastAPI:
         import orjson
 
         body = orjson.dumps(
-            {"events": [e.to_dict() for e in page[:limit]], "last_seq": max(row.last_seq, page[-1].seq if page else 0), "more": more}
+            {
+                "events": [e.to_dict() for e in page[:limit]],
+                "last_seq": max(row.last_seq, page[-1].seq if page else 0),
+                "more": more,
+            }
         )
         return Response(body, media_type="application/json")
 
     @app.get(
         "/v1/sessions/{session_id}/stream",
-        responses={**ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}},
+        responses={
+            **ERRORS,
+            200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
+        },
         response_class=Response,
         tags=["events"],
     )

@@ -40,7 +40,14 @@ import orjson
 from acagent.errors import UserError
 from acagent.settings import Settings
 
-__all__ = ["DaemonRunning", "ServeOptions", "ensure_token", "remove_daemon_json", "serve", "write_daemon_json"]
+__all__ = [
+    "DaemonRunning",
+    "ServeOptions",
+    "ensure_token",
+    "remove_daemon_json",
+    "serve",
+    "write_daemon_json",
+]
 
 log = logging.getLogger("acagent.server")
 
@@ -115,7 +122,9 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0 = any free port)") from exc
+        raise UserError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port (0 = any free port)"
+        ) from exc
     sock.listen(2048)
     sock.setblocking(False)
     return sock
@@ -141,7 +150,13 @@ def _http_protocol() -> type:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     body = orjson.dumps(
-        {"error": {"code": "bad_request", "message": "malformed HTTP request (a Host header is required)", "detail": None}}
+        {
+            "error": {
+                "code": "bad_request",
+                "message": "malformed HTTP request (a Host header is required)",
+                "detail": None,
+            }
+        }
     )
 
     class AcagentH11Protocol(H11Protocol):
@@ -157,7 +172,11 @@ def _http_protocol() -> type:
                 (b"connection", b"close"),
             ]
             try:
-                for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=body), h11.EndOfMessage()):
+                for event in (
+                    h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                    h11.Data(data=body),
+                    h11.EndOfMessage(),
+                ):
                     self.transport.write(self.conn.send(event))
             except h11.LocalProtocolError:  # pragma: no cover - h11 refuses to answer this request at all
                 pass
@@ -247,7 +266,13 @@ async def serve(
     try:
         async with anyio.create_task_group() as outer:
             outer.start_soon(watch_signals)
-            async with SessionRegistry.open(settings, interactive=True) as registry:
+            from acagent.providers import create_provider
+            from acagent.server._providers import SharedProviders
+
+            providers = SharedProviders(lambda model: create_provider(model, settings))
+            async with SessionRegistry.open(
+                settings, interactive=True, provider_factory=providers
+            ) as registry:
                 state = DaemonState(registry=registry, settings=settings, guard=guard, streams=streams)
                 app = create_app(state)
                 server = _make_server(app)
@@ -310,6 +335,8 @@ async def serve(
                     with anyio.move_on_after(10):
                         await served.wait()
                     tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await providers.aclose()
             outer.cancel_scope.cancel()
     finally:
         sock.close()

@@ -91,9 +91,13 @@ BAD_HOST = Refusal(400, "bad_request", "exactly one non-empty Host header is req
 FORBIDDEN_HOST = Refusal(
     403, "forbidden_host", "requests must be addressed to 127.0.0.1 or localhost (DNS-rebinding protection)"
 )
-FORBIDDEN_ORIGIN = Refusal(403, "forbidden_origin", "cross-origin requests are refused; use the daemon's own page")
+FORBIDDEN_ORIGIN = Refusal(
+    403, "forbidden_origin", "cross-origin requests are refused; use the daemon's own page"
+)
 UNAUTHORIZED = Refusal(
-    401, "unauthorized", "missing or wrong credential: send 'Authorization: Bearer <token>' ($ACAGENT_HOME/token)"
+    401,
+    "unauthorized",
+    "missing or wrong credential: send 'Authorization: Bearer <token>' ($ACAGENT_HOME/token)",
 )
 BEARER_PROTOCOL_ONLY = Refusal(
     400, "bad_request", f"a bearer subprotocol must come with the {SUBPROTOCOL!r} subprotocol"
@@ -243,7 +247,11 @@ def evaluate(scope: Scope, config: GuardConfig) -> Refusal | None:
         offered = list(scope.get("subprotocols", []))
         if any(p.startswith(BEARER_PROTOCOL_PREFIXES) for p in offered) and SUBPROTOCOL not in offered:
             return BEARER_PROTOCOL_ONLY
-    if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and scope.get("path") in PUBLIC_PATHS:
+    if (
+        scope["type"] == "http"
+        and scope.get("method") in ("GET", "HEAD")
+        and scope.get("path") in PUBLIC_PATHS
+    ):
         return None
     if not authenticated(scope, headers, config):
         return UNAUTHORIZED
@@ -257,7 +265,13 @@ async def send_refusal(scope: Scope, receive: Receive, send: Send, refusal: Refu
         if message.get("type") != "websocket.connect":
             return
         if "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", "status": refusal.status, "headers": refusal.headers()})
+            await send(
+                {
+                    "type": "websocket.http.response.start",
+                    "status": refusal.status,
+                    "headers": refusal.headers(),
+                }
+            )
             await send({"type": "websocket.http.response.body", "body": refusal.body()})
         else:  # pragma: no cover - uvicorn supports the denial-response extension
             await send({"type": "websocket.close", "code": 1008})

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, cast
 
 import anyio
 import orjson
@@ -101,7 +101,13 @@ async def pump(
     """
     opts = state.streams
     name = f"{kind}:{uuid.uuid4().hex[:12]}"
-    conn: dict[str, Any] = {"kind": kind, "session_id": session_id, "since": since, "sent": 0, "last_seq": since}
+    conn: dict[str, Any] = {
+        "kind": kind,
+        "session_id": session_id,
+        "since": since,
+        "sent": 0,
+        "last_seq": since,
+    }
     state.connections[name] = conn
     end = _End()
     lock = anyio.Lock() if keepalive is not None else None
@@ -169,7 +175,10 @@ async def pump(
                             break
                         await anyio.sleep(0.05 * (attempt + 1))  # hibernated meanwhile: rebuilt next call
                     prod["runner"] = runner
-                    agen = runner.subscribe(name, conn["last_seq"], maxsize=opts.queue_events)
+                    agen = cast(
+                        AsyncGenerator[Event, None],
+                        runner.subscribe(name, conn["last_seq"], maxsize=opts.queue_events),
+                    )
                     prod["started"] = True
                     try:
                         async for event in agen:
@@ -203,13 +212,21 @@ async def pump(
         state.evictions += 1
         log.warning(
             "%s subscriber %s of session %s evicted (fell %d+ events behind); told to re-attach with since=%d",
-            kind, name, session_id, opts.queue_events, conn["last_seq"],
+            kind,
+            name,
+            session_id,
+            opts.queue_events,
+            conn["last_seq"],
         )
     elif end.kind == "timeout":
         state.send_timeouts += 1
         log.warning(
             "%s subscriber %s of session %s stalled (a send blocked > %.0f s); closed at since=%d",
-            kind, name, session_id, opts.send_timeout_s, conn["last_seq"],
+            kind,
+            name,
+            session_id,
+            opts.send_timeout_s,
+            conn["last_seq"],
         )
     return end.kind or "closed", conn["last_seq"]
 
@@ -258,7 +275,7 @@ async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
     with anyio.move_on_after(grace):
         try:
             await websocket.close(code, reason)
-        except Exception:  # noqa: BLE001 - the peer is gone; nothing to tell it
+        except Exception:
             return
 
 
@@ -280,7 +297,9 @@ class SSEStream(Response):
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
             media_type="text/event-stream",
         )
-        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]  # a stream has none
+        self.raw_headers = [
+            (k, v) for k, v in self.raw_headers if k != b"content-length"
+        ]  # a stream has none
         self.state = state
         self.session_id = session_id
         self.since = since
@@ -293,8 +312,10 @@ class SSEStream(Response):
             if replay:
                 chunk = b"event: " + event.type.encode() + b"\ndata: " + replay_json(event) + b"\n\n"
             else:
-                chunk = (
-                    b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), event.to_json_bytes())
+                chunk = b"id: %d\nevent: %s\ndata: %s\n\n" % (
+                    event.seq,
+                    event.type.encode(),
+                    event.to_json_bytes(),
                 )
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
@@ -332,7 +353,7 @@ class SSEStream(Response):
         with anyio.move_on_after(grace):
             try:
                 await send({"type": "http.response.body", "body": tail, "more_body": False})
-            except Exception:  # noqa: BLE001 - the peer is gone
+            except Exception:
                 return
 
 

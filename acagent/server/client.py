@@ -136,7 +136,9 @@ def read_token(home: Path) -> str:
     try:
         return (Path(home) / "token").read_text().strip()
     except OSError as exc:
-        raise DaemonUnavailable(f"cannot read the daemon token {str(Path(home) / 'token')!r}: {exc.strerror}") from exc
+        raise DaemonUnavailable(
+            f"cannot read the daemon token {str(Path(home) / 'token')!r}: {exc.strerror}"
+        ) from exc
 
 
 _CODES: dict[str, type[E.AcagentError]] = {
@@ -267,7 +269,9 @@ class RemoteSessionClient:
             body["answer"] = answer
         from urllib.parse import quote
 
-        await self.request("POST", f"/v1/sessions/{self.session_id}/approvals/{quote(tool_call_id, safe='')}", json=body)
+        await self.request(
+            "POST", f"/v1/sessions/{self.session_id}/approvals/{quote(tool_call_id, safe='')}", json=body
+        )
 
     async def snapshot(self) -> dict[str, Any]:
         """See :meth:`SessionClient.snapshot`."""
@@ -364,7 +368,9 @@ async def _find(client: RemoteSessionClient, prefix: str) -> dict[str, Any]:
         matches = [r for r in rows if str(r["id"]).startswith(prefix)]
         if len(matches) != 1:
             what = "is ambiguous" if matches else "matches no session"
-            raise E.SessionNotFound(f"session id {prefix!r} {what}; `acagent sessions list --all` lists them") from None
+            raise E.SessionNotFound(
+                f"session id {prefix!r} {what}; `acagent sessions list --all` lists them"
+            ) from None
         return dict(matches[0])
 
 
