@@ -24,6 +24,7 @@ import atexit
 import functools
 import importlib.util
 import os
+import secrets
 import threading
 import time
 import weakref
@@ -147,6 +148,8 @@ class LocalServer:
         self.context_tokens = context_tokens
         self._server: Any = None
         self._address: str | None = None
+        self.api_key = secrets.token_urlsafe(24)
+        """Bearer key the embedded server requires (random per server; ``/health`` is public)."""
 
     @property
     def model_path(self) -> Path | None:
@@ -199,6 +202,10 @@ class LocalServer:
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
         params.verbosity = -1  # llama.cpp logs to stderr otherwise, over the chat screen
+        # Any local process or web page could reach a keyless 127.0.0.1 port (llama.cpp allows
+        # every CORS origin): require a per-process bearer key and serve no web UI.
+        params.api_keys = [self.api_key]
+        params.ui = False
         params.endpoint_metrics = False
         # SmolLM2's recommended sampling; OpenAI-style requests that omit them get these.
         params.sampling.temp = 0.2
@@ -305,7 +312,7 @@ class LocalProvider:
                 self._openai = OpenAIProvider(
                     self.model,
                     base_url=base_url,
-                    api_key=None,
+                    api_key=self.server.api_key,
                     name=self.name,
                     timeout_s=self.timeout_s,
                     idle_timeout_s=self.idle_timeout_s,
