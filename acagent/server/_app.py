@@ -24,7 +24,7 @@ from starlette.websockets import WebSocket
 
 from acagent.errors import AcagentError, ConfigError, UserError
 from acagent.server._security import COOKIE_NAME, Guard, _same
-from acagent.server._state import DaemonState
+from acagent.server._state import DaemonState, hibernate
 from acagent.server._streams import MAX_SEQ, attach_websocket, sse_endpoint
 from acagent.store import RESTING
 
@@ -524,8 +524,8 @@ def create_app(state: DaemonState) -> FastAPI:
         return state.stats()
 
     @app.post("/v1/debug/hibernate", tags=["debug"], responses=ERRORS)
-    async def hibernate() -> dict[str, Any]:
+    async def hibernate_now() -> dict[str, Any]:
         """Drop idle runners without attachers from memory now (normally every 30 s)."""
-        return {"dropped": await state.registry.hibernate_idle(), "runners": len(state.registry.runners)}
+        return {"dropped": await hibernate(state), "runners": len(state.registry.runners)}
 
     return app

@@ -232,7 +232,7 @@ async def serve(
     from acagent.runner import SessionRegistry
     from acagent.server._app import create_app
     from acagent.server._security import GuardConfig
-    from acagent.server._state import DaemonState, StreamOptions
+    from acagent.server._state import DaemonState, StreamOptions, hibernate
     from acagent.server.client import daemon_info
 
     home = settings.home
@@ -314,7 +314,7 @@ async def serve(
                                 log.exception("recovery pass failed")
                             await anyio.sleep(options.hibernate_interval_s)
                             try:
-                                await registry.hibernate_idle()
+                                await hibernate(state)
                             except Exception:
                                 log.exception("hibernation pass failed")
 

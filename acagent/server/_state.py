@@ -17,7 +17,7 @@ from acagent.server._security import GuardConfig
 from acagent.settings import Settings
 from acagent.store import SqliteJournal
 
-__all__ = ["DaemonState", "StreamOptions", "pending_approval_events"]
+__all__ = ["DaemonState", "StreamOptions", "hibernate", "pending_approval_events", "release_memory"]
 
 
 @dataclass
@@ -113,6 +113,27 @@ class DaemonState:
             "send_timeout_s": self.streams.send_timeout_s,
             "uptime_s": round(time.time() - self.started_at, 3),
         }
+
+
+def release_memory() -> None:
+    """After runners hibernate: collect cycles and hand freed heap back to the OS (glibc ``malloc_trim``)."""
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the memory stays reusable by this process
+        pass
+
+
+async def hibernate(state: DaemonState) -> int:
+    """Drop idle runners without attachers (:meth:`SessionRegistry.hibernate_idle`) and release memory."""
+    dropped = await state.registry.hibernate_idle()
+    if dropped:
+        release_memory()
+    return dropped
 
 
 async def pending_approval_events(journal: SqliteJournal, session_id: str) -> list[Event]:
