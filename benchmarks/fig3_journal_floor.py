@@ -120,28 +120,54 @@ async def _measure(n: int, n_fsync: int, rounds: int) -> dict[str, list[float]]:
         record = (PAYLOAD + "\n").encode()
         seq = {"NORMAL": 0, "FULL": 0, "aio": 0}
         try:
+
+            async def raw_normal() -> None:
+                seq["NORMAL"] += 1
+                _raw_commit(raw["NORMAL"], seq["NORMAL"])
+
+            async def aio_normal() -> None:
+                seq["aio"] += 1
+                await aconn._execute(_raw_commit, aconn._conn, seq["aio"])  # type: ignore[attr-defined]
+
+            async def raw_full() -> None:
+                seq["FULL"] += 1
+                _raw_commit(raw["FULL"], seq["FULL"])
+
+            async def append() -> None:
+                os.write(fd, record)
+                os.fsync(fd)
+
+            def acagent(d: str) -> Any:
+                async def commit() -> None:
+                    await journals[d].commit(sids[d], [("user.message", payload)])
+
+                return commit
+
+            groups = [
+                (
+                    n,
+                    [
+                        ("raw NORMAL", raw_normal),
+                        ("aiosqlite NORMAL", aio_normal),
+                        ("acagent normal", acagent("normal")),
+                        ("acagent normal, no hop", acagent("normal, no hop")),
+                    ],
+                ),
+                (
+                    n_fsync,
+                    [("raw FULL", raw_full), ("fsync append", append), ("acagent full", acagent("full"))],
+                ),
+            ]
             for _ in range(rounds):
-                for s in ("NORMAL", "FULL"):
-                    for _ in range(n if s == "NORMAL" else n_fsync):
-                        seq[s] += 1
-                        t0 = time.perf_counter()
-                        _raw_commit(raw[s], seq[s])
-                        res[f"raw {s}"].append(_us(t0))
-                for _ in range(n_fsync):
-                    t0 = time.perf_counter()
-                    os.write(fd, record)
-                    os.fsync(fd)
-                    res["fsync append"].append(_us(t0))
-                for _ in range(n):
-                    seq["aio"] += 1
-                    t0 = time.perf_counter()
-                    await aconn._execute(_raw_commit, aconn._conn, seq["aio"])  # type: ignore[attr-defined]
-                    res["aiosqlite NORMAL"].append(_us(t0))
-                for d, j in journals.items():
-                    for _ in range(n if d == "normal" else n_fsync):
-                        t0 = time.perf_counter()
-                        await j.commit(sids[d], [("user.message", payload)])
-                        res[f"acagent {d}"].append(_us(t0))
+                for count, writes in groups:
+                    # one write of each kind per iteration, in a rotating order: they share the moment's
+                    # noise and none always follows another's fsync
+                    for i in range(count):
+                        k = i % len(writes)
+                        for name, write in writes[k:] + writes[:k]:
+                            t0 = time.perf_counter()
+                            await write()
+                            res[name].append(_us(t0))
         finally:
             for db in raw.values():
                 db.close()
@@ -161,7 +187,8 @@ def run(quick: bool) -> Figure:
     st = {k: stats(v) for k, v in data.items()}
     fig.text.append(
         f"µs per commit: median (p95, min–max); {n * rounds} samples for the no-fsync rows, {n_fsync * rounds} for "
-        f"the fsync rows, in {rounds} interleaved rounds."
+        f"the fsync rows, in {rounds} rounds; within a round the writes of a group alternate sample by sample, in a "
+        "rotating order, so they share the disk's mood of the moment."
     )
     anchor = {"raw NORMAL": "", "raw FULL": "", "fsync append": ""}
     order = [

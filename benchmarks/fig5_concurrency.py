@@ -14,6 +14,7 @@ same process on an empty journal. Run as a subprocess so nothing else is residen
 
 from __future__ import annotations
 
+import cProfile
 import json
 import os
 import subprocess
@@ -31,6 +32,7 @@ from benchmarks._common import (
     Target,
     bench_settings,
     echo_tools,
+    format_profile,
     scripted_factory,
     stats,
     tmp_home,
@@ -75,6 +77,9 @@ async def _wave(n: int, *, spread_s: float = 0.0, profile: bool = False) -> dict
                 added.append((time.perf_counter() - t0 - 1.0) * 1000)
 
             prof = Profiled() if profile else None
+            worker = cProfile.Profile() if profile else None
+            if worker is not None:  # profile the journal's writer thread too (enable it on that thread)
+                await registry.journal._w._execute(worker.enable)  # type: ignore[attr-defined]
             cpu0, t0 = proc.cpu_times(), time.perf_counter()
             if prof is not None:
                 prof.__enter__()
@@ -84,6 +89,11 @@ async def _wave(n: int, *, spread_s: float = 0.0, profile: bool = False) -> dict
             if prof is not None:
                 prof.__exit__(None, None, None)
             wall = time.perf_counter() - t0
+            if worker is not None:
+                await registry.journal._w._execute(worker.disable)  # type: ignore[attr-defined]
+                prof.text += "\njournal writer thread (aiosqlite worker):\n" + format_profile(  # type: ignore[union-attr]
+                    worker, wall, 14, "acagent", "journal writer thread"
+                )
             cpu1 = proc.cpu_times()
             rss_after = proc.memory_info().rss
             done = sum(1 for r in await registry.journal.list_sessions() if r.status == "done")
