@@ -193,8 +193,8 @@ async def test_every_outside_call_is_refused_and_nothing_leaks(
         assert (await reg.create_session(f"{B}/proj/sub/..")).cwd == str(W)
         events = await journal_events(runner)
         transcript = reg.transcript_path(runner.row)
-    for p in LOOK_ALIKES:
-        assert (W / p).read_text() == "x"
+    for name in LOOK_ALIKES:
+        assert (W / name).read_text() == "x"
     assert outside_hashes(B, W) == before
     for p in (
         B.parent / "etc" / "x",
