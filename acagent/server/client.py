@@ -102,7 +102,7 @@ def _pid_alive(pid: int) -> bool:
                 return False
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmdline = f.read()
-        if cmdline and b"acagent" not in cmdline and b"pytest" not in cmdline:
+        if cmdline and b"acagent" not in cmdline:
             return False  # the pid was reused by an unrelated process
     except (OSError, IndexError):
         pass
