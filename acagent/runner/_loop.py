@@ -79,6 +79,7 @@ class AgenticLoop:
             [("turn.completed", make_payload("turn.completed", turn_id=turn_id, text=text))],
             ops=[SetStatus("done", ACTIVE, turn_id=turn_id)],
         )
+        rt.mark_finishing()
         await self.maybe_checkpoint(rt)
 
     async def maybe_checkpoint(self, rt: InProcessRunner) -> bool:

@@ -157,7 +157,7 @@ class SessionRegistry:
 
     def busy_count(self) -> int:
         """Runners with a turn in progress."""
-        return sum(1 for r in self.runners.values() if r.is_busy)
+        return sum(1 for r in self.runners.values() if r.is_busy and not r.finishing)
 
     async def start_turn(self, session_id: str, text: str | None) -> tuple[InProcessRunner, str]:
         """Start a turn (or finish an interrupted one when ``text`` is None).
@@ -167,7 +167,7 @@ class SessionRegistry:
             ConcurrencyCap: ``max_sessions`` turns already run in this process.
         """
         runner = await self.get_runner(session_id)
-        if runner.is_busy:
+        if runner.is_busy and not runner.finishing:
             raise SessionBusy(
                 f"session {session_id} is running turn {runner.turn_id}; wait for it or cancel it",
                 detail={"turn_id": runner.turn_id},

@@ -175,6 +175,8 @@ class InProcessRunner:
         self._provider_factory = provider_factory
         self._provider: Provider | None = None
         self._busy = False
+        self._finishing = False
+        """True once the running turn's end event is committed (a new message may then wait)."""
         self._scope: anyio.CancelScope | None = None
         self._interrupt_reason = "user"
         self._turn_done = anyio.Event()
@@ -189,6 +191,11 @@ class InProcessRunner:
     def is_busy(self) -> bool:
         """True while a turn runs in this process."""
         return self._busy
+
+    @property
+    def finishing(self) -> bool:
+        """True when the turn's end is committed and the task only finishes up."""
+        return self._busy and self._finishing
 
     @property
     def tools_enabled(self) -> bool:
@@ -273,12 +280,17 @@ class InProcessRunner:
                 (``detail.turn_id`` names the running turn).
             UserError: ``user_input`` is None and there is nothing to continue.
         """
+        if self._busy and self._finishing:
+            # The turn's end is committed; the task only finishes up (checkpoint, lease release).
+            with anyio.move_on_after(10):
+                await self._turn_done.wait()
         if self._busy:
             raise SessionBusy(
                 f"session {self.session_id} is running turn {self.turn_id}; wait for it or cancel it",
                 detail={"turn_id": self.turn_id},
             )
         self._busy = True
+        self._finishing = False
         self._turn_done = anyio.Event()
         try:
             lease = await self.journal.acquire_lease(
@@ -370,6 +382,7 @@ class InProcessRunner:
     async def _drive(self, turn_id: str) -> bool:
         """Run one turn to a resting state. Returns True if it completed normally."""
         self.turn_id = turn_id
+        self._finishing = False
         completed = False
         with anyio.CancelScope() as scope:
             self._scope = scope
@@ -444,8 +457,14 @@ class InProcessRunner:
                 return
 
 
+    def mark_finishing(self) -> None:
+        """Called by the loop once the turn's end event is committed."""
+        self._finishing = True
+
     def interrupt(self, reason: str = "user") -> None:
         """Cancel the running turn: abort the provider request and running tools (no-op when idle)."""
+        if self._finishing:
+            return  # the turn already ended; nothing left to cancel
         self._interrupt_reason = reason
         if self._scope is not None:
             self._scope.cancel()
@@ -552,6 +571,7 @@ class InProcessRunner:
         ops.append(SetStatus("cancelled", tuple(s for s in STATUSES if s != "cancelled"), turn_id=turn_id, worker=False))
         ops.append(SetCancel(False))
         await self.writer.commit(events, ops=ops)
+        self._finishing = True
 
     async def fail_turn(
         self, turn_id: str, *, error_type: str, message: str, retryable: bool = False, ops: list[Any] | None = None
@@ -571,6 +591,7 @@ class InProcessRunner:
         )
         all_ops.append(SetStatus("failed", ACTIVE, turn_id=turn_id, worker=False))
         await self.writer.commit(events, ops=all_ops)
+        self._finishing = True
 
     # ------------------------------------------------------------------ approvals
 

@@ -133,7 +133,7 @@ async def test_cancel_during_stream_keeps_only_what_the_user_saw_f02(
         row = await reg.create_session(workspace, model=f"{provider}:mock")
         runner = await reg.get_runner(row.id)
         await runner.step("start")
-        await anyio.to_thread.run_sync(mock.wait_paused)
+        await anyio.to_thread.run_sync(lambda: mock.wait_paused(1, 30))
         await anyio.sleep(0.2)  # let the paused bytes be parsed
         await reg.cancel(row.id)
         await runner.wait()
@@ -246,7 +246,7 @@ async def test_cancel_reachable_from_every_status(
             cut = body.index(b"\n\n") + 2
             mock.script(Script(chunks=[body[:cut], body[cut:]], pause_after=1))
             await runner.step("hi")
-            await anyio.to_thread.run_sync(mock.wait_paused)
+            await anyio.to_thread.run_sync(lambda: mock.wait_paused(1, 30))
         elif status in ("waiting_tool", "waiting_user"):
             mock.script(openai_tool_calls([("call_1", "shell", {"command": "sleep 30"})]))
             await runner.step("hi")
@@ -326,3 +326,16 @@ async def test_resume_rebuilds_context_from_checkpoint_and_tail(
     assert mock.requests[-1].status == 200
     sent = [m for m in mock.requests[-1].json["messages"] if m["role"] != "system"]
     assert len(sent) == 13
+
+
+async def test_message_right_after_turn_completed_is_accepted(openai_session: Harness, mock: MockProvider) -> None:
+    """A client that sends as soon as it sees turn.completed is not refused as busy."""
+    mock.default = TextReply("ok")
+    runner, reg = openai_session.runner, openai_session.registry
+    for i in range(5):
+        since = (await runner.snapshot())["last_seq"]
+        await reg.start_turn(runner.session_id, f"m{i}")
+        await wait_for(runner, lambda e: e.type == "turn.completed", since=since)
+    await runner.wait()
+    types = [e.type for e in await collect(runner)]
+    assert types.count("turn.completed") == 5 and "turn.interrupted" not in types
