@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from acagent.client import LocalSessionClient
 from acagent.runner import SessionRegistry
 from tests.cases.conftest import open_session, settings_for
 from tests.mockprovider import MockProvider, Script
@@ -50,6 +51,33 @@ def delta_stream(n: int) -> list[bytes]:
         + [chunk({"content": f"d{i} "}) for i in range(1, n)]
         + [chunk({}, "stop") + b"data: [DONE]\n\n"]
     )
+
+
+def committed_events(db: Path) -> int:
+    """Events committed so far (a WAL reader is never blocked by the writer's lock)."""
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("SELECT count(*) FROM event").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def lock_externally(db: Path, seconds: float) -> anyio.abc.Process:
+    """Start ``sqlite3 db`` holding ``BEGIN IMMEDIATE`` for ``seconds``; return once it holds it.
+
+    The CLI waits (``.timeout``) for the lock if a writer of ours has it, then prints ``LOCKED``
+    through ``.shell`` (unbuffered), sleeps, and commits.
+    """
+    proc = await anyio.open_process(["sqlite3", str(db)])
+    assert proc.stdin is not None and proc.stdout is not None
+    script = f".timeout 30000\nBEGIN IMMEDIATE;\n.shell echo LOCKED\n.shell sleep {seconds}\nCOMMIT;\n"
+    await proc.stdin.send(script.encode())
+    await proc.stdin.aclose()
+    seen = b""
+    with anyio.fail_after(30):
+        while b"LOCKED" not in seen:
+            seen += await proc.stdout.receive()
+    return proc
 
 
 async def test_six_streaming_sessions_readers_and_an_external_lock(
@@ -84,11 +112,13 @@ async def test_six_streaming_sessions_readers_and_an_external_lock(
         done = anyio.Event()
 
         async def reader(runner: Any) -> None:
-            passes = 0
+            # what `attach --since 0 --json` does: replay then live; an evicted (slow) subscriber
+            # re-attaches from its last seq (LocalSessionClient.events)
+            client = LocalSessionClient(reg, runner.session_id)
             while not done.is_set():
                 last = 0
                 try:
-                    async for event in runner.subscribe(f"reader{passes}", 0):
+                    async for event in client.events(0):
                         if event.seq != last + 1:
                             reader_errors.append(f"{runner.session_id}: gap {last} -> {event.seq}")
                         last = event.seq
@@ -96,7 +126,6 @@ async def test_six_streaming_sessions_readers_and_an_external_lock(
                             break
                 except Exception as exc:
                     reader_errors.append(f"{runner.session_id}: {exc!r}")
-                passes += 1
 
         async def lister() -> None:
             while not done.is_set():
@@ -110,14 +139,10 @@ async def test_six_streaming_sessions_readers_and_an_external_lock(
             # mid-run: once every session has streamed a few hundred deltas
             while min(r.bus.last_seq for r in runners) < 300:
                 await anyio.sleep(0.05)
-            proc = await anyio.open_process(["sqlite3", str(settings.db_path)])
-            assert proc.stdin is not None
-            await proc.stdin.send(b".timeout 20000\nBEGIN IMMEDIATE;\n.shell sleep 3\nCOMMIT;\n")
-            await proc.stdin.aclose()
-            await anyio.sleep(0.7)  # the external process holds the write lock by now
-            lock_holder["held_from"] = sum(r.bus.last_seq for r in runners)
-            await anyio.sleep(1.8)
-            lock_holder["held_to"] = sum(r.bus.last_seq for r in runners)
+            proc = await lock_externally(settings.db_path, 3)
+            lock_holder["held_from"] = committed_events(settings.db_path)
+            await anyio.sleep(1.5)
+            lock_holder["held_to"] = committed_events(settings.db_path)
             lock_holder["rc"] = await proc.wait()
 
         async with anyio.create_task_group() as tg:
@@ -140,7 +165,7 @@ async def test_six_streaming_sessions_readers_and_an_external_lock(
     _, err = seventh.communicate(timeout=60)
     assert seventh.returncode == 0, err
     assert lock_holder.get("rc") == 0  # the external process did get (and release) the write lock
-    assert lock_holder["held_from"] == lock_holder["held_to"]  # delivery paused while it was held
+    assert lock_holder["held_from"] == lock_holder["held_to"]  # nothing committed while it was held
     assert reader_errors == []
     assert [s["status"] for s in snapshots] == ["done"] * SESSIONS
     total = 0
@@ -181,17 +206,13 @@ async def test_backpressure_bounds_buffered_deltas_while_the_lock_is_held(
         await runner.step("stream fast")
         while runner.bus.last_seq < 50:
             await anyio.sleep(0.005)
-        proc = await anyio.open_process(["sqlite3", str(settings.db_path)])
-        assert proc.stdin is not None
-        await proc.stdin.send(b".timeout 20000\nBEGIN IMMEDIATE;\n.shell sleep 2\nCOMMIT;\n")
-        await proc.stdin.aclose()
-        await anyio.sleep(0.4)  # the external process holds the lock by now
-        held_from = runner.bus.last_seq
+        proc = await lock_externally(settings.db_path, 2)
+        held_from = committed_events(settings.db_path)
         with anyio.move_on_after(1.2):
             while True:
                 peak = max(peak, runner.writer.buffered)
                 await anyio.sleep(0.005)
-        held_to = runner.bus.last_seq
+        held_to = committed_events(settings.db_path)
         assert await proc.wait() == 0
         with anyio.fail_after(60):
             await runner.wait()
