@@ -6,6 +6,7 @@ import json
 import os
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -130,3 +131,10 @@ class TestDoctor:
         monkeypatch.setattr("acagent.providers._local.xllamacpp_available", lambda: False)
         report = acagent.cli._doctor.doctor_report(load_settings({"home": home}, env={}))
         assert any("pip install 'acagent[local]'" in item for item in report.missing)
+
+
+def test_doctor_as_a_real_process_without_keys(cli: Any) -> None:
+    """`acagent doctor` in a subprocess with no provider keys exits 0 and names the local model."""
+    proc = cli("doctor", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "local:smollm2-135m" in proc.stdout
