@@ -215,7 +215,8 @@ class LocalServer:
         except RuntimeError as exc:
             raise ProviderError(
                 f"llama.cpp could not load {str(model_path)!r} ({exc}); "
-                f"check the file with `acagent models list` or reinstall it with `acagent models pull`"
+                "see where it comes from with `acagent models list`; "
+                "`acagent models pull smollm2-135m --force` downloads a verified copy into the cache"
             ) from exc
         address = str(server.listening_address).rstrip("/")
         if not _wait_healthy(address, timeout_s=_HEALTH_TIMEOUT_S):
