@@ -214,8 +214,11 @@ def format_profile(
     return out.getvalue()
 
 
+ROOT = str(Path(__file__).resolve().parent.parent) + "/"
+
+
 def _short(filename: str) -> str:
-    for marker in ("/site-packages/", "/work/main/", "/lib/python3.11/"):
+    for marker in ("/site-packages/", ROOT, "/lib/python3.11/"):
         if marker in filename:
             return filename.split(marker, 1)[1]
     return filename

@@ -66,8 +66,8 @@ the design does not have yet.
 - *The thread hop*: `SqliteJournal._run()` (`acagent/store/_journal.py`) sends every transaction to aiosqlite's
   worker thread (queue `put` → worker wakes → `call_soon_threadsafe` writes the self-pipe → the event loop wakes).
   The "aiosqlite NORMAL" row — the raw commit through the same hop — is already ~3× the raw commit on its own, so
-  no design that hops once per commit can meet ≤ 3×. In the writer thread's profile the biggest own-time entry is
-  `socket.send` (the self-pipe write, waiting for the GIL held by the event loop), not SQLite.
+  no design that hops once per commit can meet ≤ 3×. In the writer thread's profile `socket.send` (the self-pipe
+  write, waiting for the GIL held by the event loop) typically costs more than SQLite's `execute`.
 - *The transaction*: `SqliteJournal.commit()`'s `tx` runs five statements (BEGIN IMMEDIATE, SELECT of the session
   row for `last_seq`/fencing token/status, INSERT, UPDATE session, COMMIT) and builds an `Event` per row; the
   "no hop" row measures it alone.
@@ -86,27 +86,31 @@ delivered event. Fix: iterate `self._subs` directly (removals are deferred to af
 iterate the receive stream directly.
 """,
     "concurrent sessions": """
-**Finding (figure 5).** The process uses less than one core (CPU column) yet the added latency is seconds:
-turns wait, one behind another, on the single journal writer thread and the one event loop. Each turn makes ~10
-writer round trips before its model request and ~10 after (the figure 1 count), every one an aiosqlite hop queued
-FIFO behind the other sessions' hops, so with N sessions in flight every turn waits for ~N × 20 hops; the "where the
-added latency sits" line shows half of it before the model request. The event-loop profile adds per-turn CPU:
-`AgenticLoop._tool_definitions()` → `Tool.parameters_schema()` (`acagent/runner/_loop.py`,
-`acagent/tools/_base.py`) regenerating pydantic JSON schemas on every LLM step, `InProcessRunner.load()` on every
-`step()`, the transcript pump (`SessionRegistry._start_transcript.pump` → `TranscriptWriter.sync()` and
-`write()` in `acagent/store/_transcript.py`: several `flock`, `stat` and `fstat` calls per event — compare their
-call counts with `write`'s in the profile), `SessionRegistry.busy_count()` (`acagent/runner/_registry.py`) scanning every runner's
-`is_busy` on each `start_turn` (O(N) per turn, O(N²) per wave: the `<genexpr>` and `is_busy` call counts), and
-`_renew_loop` polling `cancel_requested` once a second per running session (1,000 reads/s at 1,000 sessions).
+**Finding (figure 5).** The one event loop is the bottleneck, not the disk and not the journal's writer thread:
+the writer thread's profile is mostly `SimpleQueue.get` (idle, waiting for work), while the event loop needs
+~5 ms of CPU per turn (the "CPU per turn" column), so one process finishes at most ~200 turns/s where 1,000
+sessions with 1 s model calls offer 1,000 turns/s; every turn then queues behind the others' loop work, before its
+model request (the "where the added latency sits" line) and after. On this shared machine the process also gets
+less than a core (CPU column), which stretches the queue further. Where the loop's time goes (event-loop profile):
 
-**Fixes.** (1) Group commit: one writer task drains every session's pending commits into one transaction per hop
-(the WAL append is cheap; the hop and the FIFO wait are what cost), with each `SessionWriter.commit` awaiting its
-batch. (2) Cut the per-turn round trips (figure 1, fixes 1 and 5) and serve the read-only queries from memory or
-the read connection. (3) Cache tool schemas. (4) Keep a running count of busy runners instead of
-`busy_count()`'s scan. (5) Let the transcript pump write whatever is queued in one locked `write` (drain the
-subscription with `receive_nowait` before writing) and check the file's state once per batch, not per event. (6)
-Poll the cancel flag for all running sessions in one query per interval instead of one per session. The ≤ 20 ms p99 at 1,000 turns/s offered needs ≲ 1 ms of serialized work per
-turn; today it is several ms.
+- `AgenticLoop._tool_definitions()` → `Tool.parameters_schema()` (`acagent/runner/_loop.py`,
+  `acagent/tools/_base.py`): pydantic regenerates every tool's JSON schema on every LLM step
+  (`pydantic/json_schema.py` in the own-time list) — the largest single item per turn;
+- the transcript pump (`SessionRegistry._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
+  `acagent/store/_transcript.py`): several `flock`, `stat` and `fstat` calls per event, with `fcntl.flock` at the
+  top of the own-time list;
+- `SessionRegistry.busy_count()` (`acagent/runner/_registry.py`) scanning every runner's `is_busy` on each
+  `start_turn`: O(N) per turn, O(N²) per wave (the `<genexpr>` and `is_busy` call counts);
+- ~20 aiosqlite round trips per turn (figure 1 counts 24 for a turn with a tool call), each a future, a queue `put` and a wake-up on the loop;
+  `InProcessRunner.load()` on every `step()`; `_renew_loop` polling `cancel_requested` once a second per running
+  session.
+
+**Fixes.** (1) Cache tool schemas (per tool class, or once per runner). (2) Let the transcript pump drain what is
+queued (`receive_nowait`) and write it in one locked `write`, checking the file's state once per batch, not per
+event. (3) Keep a running count of busy runners instead of `busy_count()`'s scan. (4) Cut the round trips per turn
+(figure 1, fixes 2 and 5) and group commits from all sessions into one transaction per hop. (5) Poll the cancel
+flag for all running sessions in one query per interval. A p99 of ≤ 20 ms at 1,000 turns/s offered needs well
+under 1 ms of loop CPU per turn (or several processes sharing the sessions); today it is ~5 ms.
 """,
     "hibernated sessions": """
 **Finding (figure 5, memory).** See the tracemalloc list above: the resident set is mostly imported code, not

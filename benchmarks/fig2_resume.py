@@ -84,7 +84,7 @@ async def _measure(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
                     o, g, ld, messages = await _resume_once(home, sid, ratio)
                     totals.append(o + g + ld)
                     parts.append((o, g, ld))
-                for _ in range(max(2, repeats // 3)):
+                for _ in range(max(1, repeats // 3)):
                     imports.append(await _import_once(home, sid))
                 tpath = next((home / "sessions").rglob("*.jsonl"))
                 out.append(

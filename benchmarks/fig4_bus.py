@@ -123,7 +123,7 @@ async def _measure(deliveries: int, repeats: int) -> dict[str, Any]:
 
 def run(quick: bool) -> Figure:
     fig = Figure(4, "Bus fan-out (events/s, one producer)")
-    deliveries, repeats = (30_000, 3) if quick else (150_000, 5)
+    deliveries, repeats = (20_000, 3) if quick else (150_000, 5)
     data = anyio.run(_measure, deliveries, repeats)
     fig.text.append(
         f"Median events/s over {repeats} runs (p95 and min–max of the run rates); about {deliveries:,} deliveries "

@@ -170,7 +170,7 @@ def run(quick: bool) -> Figure:
         for key, (args, env) in commands.items():
             samples[key] += _time_cmd(args, 1, env)
     python, helps, plain, typer_only = (stats(samples[k]) for k in commands)
-    first, total, errors = _run_to_request(2 if quick else 8)
+    first, total, errors = _run_to_request(1 if quick else 8)
     rows = [
         ["`python -c pass` (anchor)", python.fmt(0), "1.00"],
         ["`acagent --help`", helps.fmt(0), f"{helps.median / python.median:.2f}"],

@@ -165,7 +165,7 @@ def run(quick: bool) -> Figure:
         mock.default = mp.openai_text("hello from the mock", usage=(10, 5))
         proc, info, token = _start_daemon(home, mock.openai_base_url)
         try:
-            data = anyio.run(_measure, home, info["url"], token, turns, replays, 10_000)
+            data = anyio.run(_measure, home, info["url"], token, turns, replays, 2_000 if quick else 10_000)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
