@@ -32,8 +32,12 @@ _ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "alway
 @app.command("attach")
 def attach_command(
     session_id: Annotated[str, typer.Argument(help="Session id (or unique prefix).")],
-    since: Annotated[int, typer.Option("--since", help="Deliver events with seq > N (exclusive).", min=0)] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="Print every event envelope as one JSON line.")] = False,
+    since: Annotated[
+        int, typer.Option("--since", help="Deliver events with seq > N (exclusive).", min=0)
+    ] = 0,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print every event envelope as one JSON line.")
+    ] = False,
 ) -> None:
     """Attach to a session served by `acagent serve`: history since N, then live."""
     settings = build_settings()
@@ -92,7 +96,9 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
             state["status"] = p.get("status")
         elif event.type == "approval.requested":
             state["approval"] = p
-        elif event.type == "approval.resolved" and (state["approval"] or {}).get("tool_call_id") == p.get("tool_call_id"):
+        elif event.type == "approval.resolved" and (state["approval"] or {}).get("tool_call_id") == p.get(
+            "tool_call_id"
+        ):
             state["approval"] = None
 
     def draw(event: Event) -> None:
@@ -110,7 +116,9 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
     history: list[Event] = []
     cursor = since
     while True:
-        page = await client.request("GET", f"/v1/sessions/{client.session_id}/events", params={"since": cursor, "limit": 5000})
+        page = await client.request(
+            "GET", f"/v1/sessions/{client.session_id}/events", params={"since": cursor, "limit": 5000}
+        )
         history += [Event(**e) for e in page["events"]]
         if history:
             cursor = history[-1].seq

@@ -25,20 +25,39 @@ __all__ = ["serve_command", "status_command"]
 
 @app.command("serve")
 def serve_command(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", "-p", help="TCP port; 0 takes a free port.", min=0, max=65535)] = 8765,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", "-p", help="TCP port; 0 takes a free port.", min=0, max=65535)
+    ] = 8765,
     max_sessions: Annotated[
-        int | None, typer.Option("--max-sessions", help="Turns running at once (more → 429 concurrency_cap).", min=1)
+        int | None,
+        typer.Option("--max-sessions", help="Turns running at once (more → 429 concurrency_cap).", min=1),
     ] = None,
-    stop: Annotated[bool, typer.Option("--stop", help="Stop the daemon serving ACAGENT_HOME and exit.")] = False,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Default PROVIDER:MODEL for new sessions.")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run every session's tools without asking.")] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Stop the daemon serving ACAGENT_HOME and exit.")
+    ] = False,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Default PROVIDER:MODEL for new sessions.")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Run every session's tools without asking.")
+    ] = False,
     hibernate_interval: Annotated[
-        float, typer.Option("--hibernate-interval", help="Seconds between idle-runner hibernation passes.", hidden=True)
+        float,
+        typer.Option(
+            "--hibernate-interval", help="Seconds between idle-runner hibernation passes.", hidden=True
+        ),
     ] = 30.0,
     send_timeout: Annotated[
-        float, typer.Option("--send-timeout", help="Seconds a stream send may block before the client is closed.", hidden=True)
+        float,
+        typer.Option(
+            "--send-timeout", help="Seconds a stream send may block before the client is closed.", hidden=True
+        ),
     ] = 30.0,
     keepalive: Annotated[
         float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.", hidden=True)
@@ -48,14 +67,18 @@ def serve_command(
     ] = 8192,
 ) -> None:
     """Serve sessions over HTTP, WebSocket and SSE (and a web page) on a loopback port."""
-    settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, max_sessions=max_sessions)
+    settings = build_settings(
+        model=model, base_url=base_url, auto_approve=yes or None, max_sessions=max_sessions
+    )
     if stop:
         raise typer.Exit(_stop(settings))
     import logging
 
     from acagent.server._daemon import ServeOptions, serve
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="acagent: %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="acagent: %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("acagent.server").setLevel(logging.INFO)
     options = ServeOptions(
         host=host,
@@ -67,7 +90,9 @@ def serve_command(
     )
 
     def ready(info: dict[str, Any], login_url: str) -> None:
-        sys.stdout.write(f"acagent daemon listening on {info['url']} (pid {info['pid']}, home {settings.home})\n")
+        sys.stdout.write(
+            f"acagent daemon listening on {info['url']} (pid {info['pid']}, home {settings.home})\n"
+        )
         sys.stdout.write(f"Open in a browser: {login_url}\n")
         sys.stdout.flush()
 
@@ -91,7 +116,9 @@ def _stop(settings: Any) -> int:
             sys.stdout.write(f"stopped the daemon (pid {info.pid})\n")
             return 0
         time.sleep(0.1)
-    fail(f"the daemon (pid {info.pid}) did not stop within 60 s; `kill -9 {info.pid}` ends it (sessions recover)")
+    fail(
+        f"the daemon (pid {info.pid}) did not stop within 60 s; `kill -9 {info.pid}` ends it (sessions recover)"
+    )
 
 
 @app.command("status")
@@ -110,7 +137,9 @@ def status_command(
         if d is None:
             sys.stdout.write(f"daemon: down (ACAGENT_HOME {settings.home})\n")
         else:
-            sys.stdout.write(f"daemon: up, pid {d['pid']}, {d['url']} ({d.get('runners', 0)} runners in memory)\n")
+            sys.stdout.write(
+                f"daemon: up, pid {d['pid']}, {d['url']} ({d.get('runners', 0)} runners in memory)\n"
+            )
         running = result["running"]
         sys.stdout.write(f"sessions running: {len(running)}\n")
         for s in running:
@@ -129,7 +158,7 @@ async def _status(settings: Any) -> dict[str, Any]:
         try:
             stats = await client.request("GET", "/v1/debug/stats")
             rows = await client.request("GET", "/v1/sessions")
-        except Exception as exc:  # noqa: BLE001 - a daemon that does not answer counts as down
+        except Exception as exc:
             sys.stderr.write(f"acagent: warning: daemon pid {info.pid} does not answer: {exc}\n")
             info = None
         finally:

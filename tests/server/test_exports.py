@@ -17,5 +17,7 @@ def test_client_import_does_not_load_fastapi() -> None:
     import sys
 
     code = "import sys, acagent.server.client; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["False", "False"]
