@@ -86,12 +86,13 @@ delivered event. Fix: iterate `self._subs` directly (removals are deferred to af
 iterate the receive stream directly.
 """,
     "concurrent sessions": """
-**Finding (figure 5).** The one event loop is the bottleneck, not the disk and not the journal's writer thread:
-the writer thread's profile is mostly `SimpleQueue.get` (idle, waiting for work), while the event loop needs
+**Finding (figure 5).** Both threads that serve all sessions saturate, the event loop first. The event loop needs
 ~5 ms of CPU per turn (the "CPU per turn" column), so one process finishes at most ~200 turns/s where 1,000
-sessions with 1 s model calls offer 1,000 turns/s; every turn then queues behind the others' loop work, before its
-model request (the "where the added latency sits" line) and after. On this shared machine the process also gets
-less than a core (CPU column), which stretches the queue further. Where the loop's time goes (event-loop profile):
+sessions with 1 s model calls offer 1,000 turns/s; every turn then queues behind the other sessions' loop work,
+before its model request (the "where the added latency sits" line) and after. The journal writer thread (second
+profile) splits its time between waiting for work (`SimpleQueue.get`) and SQLite's `execute` for the ~20 small
+transactions per turn. On this shared machine the process also gets less than a core (CPU column), which
+stretches the queue further. Where the loop's time goes (event-loop profile):
 
 - `AgenticLoop._tool_definitions()` → `Tool.parameters_schema()` (`acagent/runner/_loop.py`,
   `acagent/tools/_base.py`): pydantic regenerates every tool's JSON schema on every LLM step
