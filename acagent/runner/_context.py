@@ -13,8 +13,11 @@ accepts:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
+
+import orjson
 
 from acagent.events import Event
 from acagent.messages import MESSAGES_ADAPTER, Message, TextPart, ToolResultPart
@@ -31,6 +34,40 @@ class ContextBuilder:
         self.messages: list[Message] = list(messages or [])
         self.last_seq = 0
         """Seq of the latest event that changed the context."""
+        self._chain: list[bytes] = []
+        """``_chain[i]`` = sha256(_chain[i-1] + JSON of messages[i]); kept in step lazily."""
+
+    def digest(self, system: str) -> str:
+        """:func:`~acagent.messages.context_digest`-like digest of (system, messages), incremental.
+
+        Each message is hashed once into a prefix chain; only messages changed since the last
+        call are re-hashed (the last user message grows as tool results arrive), so a step costs
+        O(1) hashing instead of serialising the whole context.
+        """
+        msgs = self.messages
+        chain = self._chain
+        # Drop chain entries whose message object changed (messages are immutable: identity works).
+        keep = min(len(chain), len(msgs))
+        ids = self._ids
+        i = 0
+        while i < keep and ids[i] == id(msgs[i]):
+            i += 1
+        del chain[i:]
+        del ids[i:]
+        for m in msgs[i:]:
+            prev = chain[-1] if chain else b""
+            chain.append(hashlib.sha256(prev + orjson.dumps(m.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).digest())
+            ids.append(id(m))
+        h = hashlib.sha256(system.encode() + b"\x00" + (chain[-1] if chain else b""))
+        return h.hexdigest()
+
+    @property
+    def _ids(self) -> list[int]:
+        try:
+            return self.__ids
+        except AttributeError:
+            self.__ids: list[int] = []
+            return self.__ids
 
     def apply(self, event: Event) -> None:
         """Fold one event; other event types are ignored."""

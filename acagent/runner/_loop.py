@@ -29,7 +29,7 @@ import anyio
 
 from acagent.errors import ProviderError
 from acagent.events import make_payload
-from acagent.messages import Message, TextPart, ToolCallPart, context_digest
+from acagent.messages import Message, TextPart, ToolCallPart
 from acagent.providers._base import ModelRequest, TextDelta, ToolDefinition
 from acagent.runner._writer import crash_point
 from acagent.store import (
@@ -102,7 +102,11 @@ class AgenticLoop:
     def _tool_definitions(self, rt: InProcessRunner) -> list[ToolDefinition]:
         if not rt.tools_enabled:
             return []
-        return [ToolDefinition(t.name, t.description, t.parameters_schema()) for t in rt.tools.values()]
+        if rt.tool_definitions is None:  # JSON schemas are built once per runner
+            rt.tool_definitions = [
+                ToolDefinition(t.name, t.description, t.parameters_schema()) for t in rt.tools.values()
+            ]
+        return rt.tool_definitions
 
     async def llm_step(self, rt: InProcessRunner, turn_id: str) -> bool:
         """Make (or recover) one LLM call for the current context and commit its result.
@@ -115,7 +119,7 @@ class AgenticLoop:
         """
         settings = rt.settings
         messages = list(rt.context.messages)
-        digest = context_digest(rt.system_prompt, messages)
+        digest = rt.context.digest(rt.system_prompt)
         step_id = f"{rt.session_id}|{rt.context.last_seq}|{digest[:16]}"
         attempts = await rt.journal.step_attempts(rt.session_id, step_id)
         attempt = 1
@@ -246,7 +250,8 @@ class AgenticLoop:
     async def _commit_response(
         self, rt: InProcessRunner, turn_id: str, step_id: str, request_id: str, attempt: int, response: Any
     ) -> None:
-        known = {r.tool_call_id for r in await rt.journal.tool_calls(rt.session_id)}
+        asked = [p.tool_call_id for p in response.parts if isinstance(p, ToolCallPart) and p.tool_call_id]
+        known = await rt.journal.existing_tool_call_ids(rt.session_id, asked) if asked else set()
         parts: list[Any] = []
         for part in response.parts:
             if isinstance(part, ToolCallPart) and (not part.tool_call_id or part.tool_call_id in known):

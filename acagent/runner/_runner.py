@@ -165,6 +165,7 @@ class InProcessRunner:
         self.interactive = interactive
         self.usage_totals = [row.input_tokens, row.output_tokens]
         self.current_stream: Any = None
+        self.tool_definitions: list[Any] | None = None
         self.partial_text = ""
         """Text streamed by the step that was interrupted (kept as the partial assistant message)."""
         self.running_calls: dict[str, ToolCallRow] = {}
@@ -212,14 +213,23 @@ class InProcessRunner:
         return self._provider
 
     async def load(self) -> None:
-        """Rebuild the model context from the journal (latest checkpoint + tail)."""
+        """Bring the model context up to date with the journal.
+
+        The first call rebuilds it (latest checkpoint + tail). Later calls are a no-op unless
+        another process committed events since (the journal's ``last_seq`` moved past what this
+        runner published), in which case the context is rebuilt.
+        """
         if self._loaded:
-            return
+            row = await self.journal.get_session(self.session_id)
+            if row.last_seq == self.bus.last_seq:
+                self.row = row
+                return
         events = await self.journal.context_events(self.session_id)
         self.context.messages = []
         for event in events:
             self.context.apply(event)
         self.row = await self.journal.get_session(self.session_id)
+        self.bus.last_seq = max(self.bus.last_seq, self.row.last_seq)
         self._loaded = True
 
     async def snapshot(self) -> dict[str, Any]:
@@ -297,7 +307,6 @@ class InProcessRunner:
                 self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
             )
             self.writer.lease = lease
-            self._loaded = False
             await self.load()
             row = self.row
             resume_turn = row.turn_id if row.status in ACTIVE else None
@@ -497,7 +506,6 @@ class InProcessRunner:
         )
         self.writer.lease = lease
         try:
-            self._loaded = False
             await self.load()
             await self._finish_cancelled(row.turn_id, reason)
         finally:

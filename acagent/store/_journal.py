@@ -590,6 +590,18 @@ class SqliteJournal:
 
         return [ToolCallRow(*r) for r in await self._run(q)]
 
+    async def existing_tool_call_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` already name a tool call of the session (providers may reuse ids)."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            marks = ",".join("?" * len(ids))
+            return db.execute(
+                f"SELECT tool_call_id FROM tool_call WHERE session_id = ? AND tool_call_id IN ({marks})",
+                (session_id, *ids),
+            ).fetchall()
+
+        return {r[0] for r in await self._run(q)}
+
     async def resolve_approval(
         self, session_id: str, tool_call_id: str, decision: str, *, note: str | None = None
     ) -> ToolCallRow:
