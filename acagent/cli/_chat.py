@@ -78,11 +78,11 @@ def chat_command(
     if not sys.stdin.isatty():
         fail("acagent chat needs a terminal on stdin; use `acagent run PROMPT` in scripts", 2)
     settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
-    code = run_async(lambda: _chat(settings, resume, continue_))
+    code = run_async(lambda: _chat(settings, resume, continue_, model))
     raise typer.Exit(code)
 
 
-async def _chat(settings: Any, resume: str | None, continue_: bool) -> int:
+async def _chat(settings: Any, resume: str | None, continue_: bool, model: str | None = None) -> int:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
     from rich.console import Console
@@ -93,7 +93,9 @@ async def _chat(settings: Any, resume: str | None, continue_: bool) -> int:
     settings.home.mkdir(parents=True, exist_ok=True)
     session: PromptSession[str] = PromptSession(history=FileHistory(str(settings.home / "history")))
     try:
-        async with open_client(settings, resume=resume, continue_=continue_, interactive=True) as opened:
+        async with open_client(
+            settings, resume=resume, continue_=continue_, interactive=True, model_flag=model
+        ) as opened:
             chat = _Chat(console, EventRenderer(console, echo_user=False), opened, session, settings)
             return await chat.run()
     except BaseExceptionGroup as group:  # task groups wrap errors; show ours as one line

@@ -108,6 +108,7 @@ async def open_client(
     cwd: str | None = None,
     interactive: bool = True,
     title: str | None = None,
+    model_flag: str | None = None,
 ) -> AsyncIterator[Opened]:
     """Open (or create) the session and a client for it.
 
@@ -115,6 +116,8 @@ async def open_client(
         resume: a session id (or unique prefix) to resume.
         continue_: resume the most recent session of ``cwd``.
         cwd: working directory (default: the current one).
+        model_flag: an explicit ``--model``; it applies to a resumed session's turns in this
+            process (the session keeps its recorded model otherwise).
 
     Raises:
         SessionNotFound: unknown id, or nothing to continue in this directory.
@@ -150,11 +153,9 @@ async def open_client(
             await check_model(settings, model)
             row = await registry.create_session(cwd, model=model, title=title)
             created = True
-        if settings.model and not created and row.model != settings.model:
-            row.model = settings.model  # an explicit --model applies to this process's turns
         runner = await registry.get_runner(row.id)
-        if settings.model:
-            runner.row.model = settings.model
+        if model_flag and not created:
+            runner.model_override = model_flag  # an explicit --model applies to this process's turns
         yield Opened(
             client=LocalSessionClient(registry, row.id),
             session_id=row.id,

@@ -38,11 +38,13 @@ def run_command(
     if tools is not None and tools not in ("on", "off", "auto"):
         fail("--tools takes on, off or auto", 2)
     settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
-    code = run_async(lambda: _run(settings, prompt, resume, continue_, json_out))
+    code = run_async(lambda: _run(settings, prompt, resume, continue_, json_out, model))
     raise typer.Exit(code)
 
 
-async def _run(settings: Any, prompt: str | None, resume: str | None, continue_: bool, json_out: bool) -> int:
+async def _run(
+    settings: Any, prompt: str | None, resume: str | None, continue_: bool, json_out: bool, model: str | None = None
+) -> int:
     import contextlib
 
     import anyio
@@ -51,7 +53,9 @@ async def _run(settings: Any, prompt: str | None, resume: str | None, continue_:
     from acagent.errors import ApprovalNotFound
 
     interactive = sys.stdin.isatty()
-    async with open_client(settings, resume=resume, continue_=continue_, interactive=interactive) as opened:
+    async with open_client(
+        settings, resume=resume, continue_=continue_, interactive=interactive, model_flag=model
+    ) as opened:
         client = opened.client
         ended: dict[str, Any] = {}
         changed = anyio.Event()

@@ -166,6 +166,8 @@ class InProcessRunner:
         self.usage_totals = [row.input_tokens, row.output_tokens]
         self.current_stream: Any = None
         self.tool_definitions: list[Any] | None = None
+        self.model_override: str | None = None
+        """An explicit ``--model`` for this process's turns (else the session's recorded model)."""
         self.partial_text = ""
         """Text streamed by the step that was interrupted (kept as the partial assistant message)."""
         self.running_calls: dict[str, ToolCallRow] = {}
@@ -208,7 +210,7 @@ class InProcessRunner:
     async def get_provider(self) -> Provider:
         """The session's provider, created on first use."""
         if self._provider is None:
-            model = self.row.model or self.settings.model or "local:smollm2-135m"
+            model = self.model_override or self.row.model or self.settings.model or "local:smollm2-135m"
             self._provider = self._provider_factory(model)
         return self._provider
 

@@ -149,3 +149,14 @@ def test_shipped_example_transcripts_import_and_resume(cli: Any, mock: MockProvi
             cwd=workspace)
     assert r.returncode == 0, r.stderr
     assert mock.requests[-1].status == 200, mock.requests[-1].error
+
+
+def test_explicit_model_flag_applies_on_resume(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """`run --continue --model X` talks to X; without --model the session's recorded model is used."""
+    mock.default = TextReply("ok")
+    cli("run", "--model", "openai:first", "--base-url", mock.openai_base_url, "a", cwd=workspace, check=True)
+    cli("run", "--continue", "--model", "openai:second", "--base-url", mock.openai_base_url, "b", cwd=workspace,
+        check=True)
+    cli("run", "--continue", "--base-url", mock.openai_base_url, "c", cwd=workspace, extra_env={"OPENAI_API_KEY": "k"},
+        check=True)
+    assert [r.json["model"] for r in mock.requests] == ["first", "second", "first"]
