@@ -105,6 +105,7 @@ class SessionRegistry:
                     tools_factory=tools_factory,
                     interactive=interactive,
                 )
+                tg.start_soon(registry._lease_keeper)
                 try:
                     yield registry
                 finally:
@@ -114,6 +115,38 @@ class SessionRegistry:
         finally:
             if own:
                 await journal.aclose()
+
+    async def _lease_keeper(self) -> None:
+        """Renew the leases of every running turn every ``lease_renew_s`` and look for
+        cross-process cancels about once a second — one journal call for all sessions."""
+        timing = self.settings.timing
+        poll_s = min(timing.lease_renew_s, 1.0)
+        last_renew = anyio.current_time()
+        while True:
+            await anyio.sleep(poll_s)
+            held = [
+                (r, r.writer.lease) for r in list(self.runners.values()) if r.is_busy and r.writer.lease is not None
+            ]
+            if not held:
+                last_renew = anyio.current_time()
+                continue
+            renew = anyio.current_time() - last_renew >= timing.lease_renew_s - poll_s / 2
+            try:
+                states = await self.journal.keep_leases(
+                    [(r.session_id, lease) for r, lease in held if lease is not None],
+                    ttl_s=timing.lease_ttl_s,
+                    renew=renew,
+                )
+            except AcagentError as exc:
+                log.warning("lease renewal failed: %s", exc.message)
+                continue
+            if renew:
+                last_renew = anyio.current_time()
+            for runner, lease in held:
+                if runner.writer.lease is not lease:
+                    continue  # the turn ended (or re-leased) meanwhile
+                ok, cancel = states.get(runner.session_id, (True, False))
+                runner.on_lease_check(ok, cancel)
 
     def _default_provider_factory(self, model: str) -> Provider:
         from acagent.providers import create_provider

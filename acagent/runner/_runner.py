@@ -401,7 +401,6 @@ class InProcessRunner:
                 scope.cancel()
             try:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._renew_loop, scope)
                     tg.start_soon(self.writer.flush_loop)
                     try:
                         await self.loop.run_turn(self, turn_id)
@@ -439,34 +438,20 @@ class InProcessRunner:
 
     _pending_interrupt = False
 
-    async def _renew_loop(self, turn_scope: anyio.CancelScope) -> None:
-        """Renew the lease every ``lease_renew_s``; between renewals, look for a cross-process cancel."""
-        timing = self.settings.timing
-        poll_s = min(timing.lease_renew_s, 1.0)
-        last_renew = anyio.current_time()
-        while True:
-            await anyio.sleep(poll_s)
-            lease = self.writer.lease
-            if lease is None:
-                return
-            try:
-                if anyio.current_time() - last_renew >= timing.lease_renew_s - poll_s / 2:
-                    held, cancel = await self.journal.renew_lease(self.session_id, lease, ttl_s=timing.lease_ttl_s)
-                    last_renew = anyio.current_time()
-                else:
-                    held, cancel = True, await self.journal.cancel_requested(self.session_id)
-            except AcagentError:
-                log.warning("session %s: lease renewal failed", self.session_id)
-                continue
-            if not held:
-                self._interrupt_reason = "lease_lost"
-                turn_scope.cancel()
-                return
-            if cancel:
-                self._interrupt_reason = "user"
-                turn_scope.cancel()
-                return
+    def on_lease_check(self, held: bool, cancel: bool) -> None:
+        """Called by the registry's lease keeper after renewing (or checking) this runner's lease.
 
+        A lost lease aborts the turn without writing anything more (a zombie); a cancel flag set
+        by another process interrupts it like a local cancel.
+        """
+        if not self._busy or self._finishing:
+            return
+        if not held:
+            self._interrupt_reason = "lease_lost"
+            if self._scope is not None:
+                self._scope.cancel()
+        elif cancel:
+            self.interrupt("user")
 
     def mark_finishing(self) -> None:
         """Called by the loop once the turn's end event is committed."""

@@ -509,6 +509,50 @@ class SqliteJournal:
 
         return await self._run(tx)
 
+    async def keep_leases(
+        self, leases: Sequence[tuple[str, Lease]], *, ttl_s: float, renew: bool
+    ) -> dict[str, tuple[bool, bool]]:
+        """Renew (``renew=True``) or just check many leases in one transaction.
+
+        One thread hop per call however many sessions a process runs (the registry's lease
+        keeper calls it about once a second).
+
+        Returns:
+            ``{session_id: (still_held, cancel_requested)}``.
+        """
+
+        def tx(db: sqlite3.Connection) -> dict[str, tuple[bool, bool]]:
+            out: dict[str, tuple[bool, bool]] = {}
+            expires = time.time() + ttl_s
+            if renew:
+                db.execute("BEGIN IMMEDIATE")
+            try:
+                for sid, lease in leases:
+                    if renew:
+                        held = (
+                            db.execute(
+                                "UPDATE session SET lease_expires_at = ?"
+                                " WHERE id = ? AND lease_owner = ? AND fencing_token = ?",
+                                (expires, sid, lease.owner, lease.token),
+                            ).rowcount
+                            == 1
+                        )
+                    row = db.execute(
+                        "SELECT lease_owner, fencing_token, cancel_requested FROM session WHERE id = ?", (sid,)
+                    ).fetchone()
+                    if not renew:
+                        held = row is not None and row[0] == lease.owner and row[1] == lease.token
+                    out[sid] = (held, bool(row and row[2]))
+                if renew:
+                    db.execute("COMMIT")
+            except BaseException:
+                if renew:
+                    db.execute("ROLLBACK")
+                raise
+            return out
+
+        return await self._run(tx)
+
     async def release_lease(self, session_id: str, lease: Lease) -> None:
         """Give the lease up (no-op if it was superseded)."""
 

@@ -76,3 +76,29 @@ async def test_worker_that_loses_its_lease_aborts_and_writes_nothing_more(tmp_pa
         after = await reg.journal.get_session(row.id)
         assert after.last_seq == before, "the zombie wrote nothing after losing the lease"
         assert after.lease_owner == "other"
+
+
+async def test_cancel_flag_set_by_another_process_interrupts_the_turn(tmp_path: Path) -> None:
+    """Another process sets the journal's cancel flag: the running turn ends cancelled within ~1 s."""
+    s = load_settings({"home": str(tmp_path / "h")}, env={})
+    model = ScriptedModel([Reply(text="slow answer", delay_s=30)])
+    ws = tmp_path / "w"
+    ws.mkdir()
+    async with SessionRegistry.open(s, provider_factory=lambda m: model) as reg:
+        row = await reg.create_session(ws)
+        runner = await reg.get_runner(row.id)
+        await runner.step("hi")
+        with anyio.fail_after(5):
+            while not model.requests:
+                await anyio.sleep(0.02)
+        import sqlite3
+
+        db = sqlite3.connect(s.db_path)
+        db.execute("UPDATE session SET cancel_requested = 1 WHERE id = ?", (row.id,))
+        db.commit()
+        db.close()
+        with anyio.fail_after(5):
+            await runner.wait()
+        after = await reg.journal.get_session(row.id)
+        assert after.status == "cancelled"
+        assert after.cancel_requested == 0
