@@ -303,13 +303,16 @@ class LocalProvider:
         """
         async with self._lock:
             if self._openai is None:
-                from acagent.providers._openai import OpenAIProvider
-
                 if self.server.model_path is None:
                     # A pull may take a while: a cancel does not wait for it (it finishes in
                     # the background and lands atomically in the cache).
                     await anyio.to_thread.run_sync(self.server.resolve_model, abandon_on_cancel=True)
-                base_url = await anyio.to_thread.run_sync(self.server.start)
+                async with anyio.create_task_group() as tg:
+                    # Importing the openai SDK (~0.9 s cold) overlaps the model load, off the loop.
+                    tg.start_soon(anyio.to_thread.run_sync, _import_openai_adapter)
+                    base_url = await anyio.to_thread.run_sync(self.server.start)
+                from acagent.providers._openai import OpenAIProvider
+
                 self._openai = OpenAIProvider(
                     self.model,
                     base_url=base_url,
@@ -343,6 +346,10 @@ class LocalProvider:
             if self.server.running:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self.server.stop)
+
+
+def _import_openai_adapter() -> None:
+    import acagent.providers._openai  # noqa: F401
 
 
 def _resolve_spec(model: str) -> tuple[LocalModelSpec | None, str | None]:
