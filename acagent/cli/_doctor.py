@@ -27,7 +27,7 @@ from acagent.errors import AcagentError
 if TYPE_CHECKING:
     from acagent.settings import Settings
 
-__all__ = ["DaemonState", "Report", "doctor_command", "doctor_report", "resolution_steps"]
+__all__ = ["DaemonState", "Report", "doctor_command", "doctor_report", "read_daemon_state", "resolution_steps"]
 
 _LOCAL_DEFAULT = "local:smollm2-135m"
 _ANTHROPIC_DEFAULT = "anthropic:claude-sonnet-4-5"
