@@ -45,18 +45,27 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, "-m", "benchmarks._child", module, tmp.name] + (
                 ["--quick"] if args.quick else []
             )
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            try:
+                proc = subprocess.run(
+                    cmd, cwd=ROOT, capture_output=True, text=True, timeout=300 if args.quick else 1200
+                )
+                returncode, stderr = proc.returncode, proc.stderr
+            except subprocess.TimeoutExpired as exc:  # a hung figure must not hang the run
+                err = (
+                    exc.stderr.decode(errors="replace")
+                    if isinstance(exc.stderr, bytes)
+                    else (exc.stderr or "")
+                )
+                returncode, stderr = -1, f"timed out after {exc.timeout:.0f} s\n{err}"
             elapsed = time.perf_counter() - t0
-            data = Path(tmp.name).read_text() if proc.returncode == 0 else ""
+            data = Path(tmp.name).read_text() if returncode == 0 else ""
         if data:
             fig = json.loads(data)
         else:
             fig = {
                 "number": number,
                 "title": module,
-                "text": [
-                    f"**The figure crashed** (exit {proc.returncode}):\n\n```\n{proc.stderr[-3000:]}\n```"
-                ],
+                "text": [f"**The figure crashed** (exit {returncode}):\n\n```\n{stderr[-3000:]}\n```"],
                 "targets": [],
                 "profiles": [],
             }

@@ -9,34 +9,31 @@ from __future__ import annotations
 
 FINDINGS: dict[str, str] = {
     "overhead per turn vs LangGraph": """
-**Finding (figure 1).** The turn is O(history) and does ~20 small transactions.
+**Finding (figure 1).** The profile above is taken at the history with the worst ratio. Since commit 9097f71
+(incremental context digest, no context reload per turn, tool-call id lookup by id, tool schemas once per runner)
+the turn no longer grows with history; what is left is a constant cost per turn with no single hotspot:
 
-- *Grows with history* — at long histories the profile is led by `context_digest()` (`acagent/messages.py`),
-  called by `AgenticLoop.llm_step()` (`acagent/runner/_loop.py`) on every LLM step: it `model_dump`s,
-  `json.dumps(sort_keys=True)` and hashes the whole context (`iterencode`, `SchemaSerializer.to_python`).
-  Next, `InProcessRunner.step()` (`acagent/runner/_runner.py`) sets `_loaded = False` and calls
-  `load()` on every turn, so `SqliteJournal.context_events()` (`acagent/store/_journal.py`) re-reads the latest
-  checkpoint plus the tail and `ContextBuilder.apply_raw()` (`acagent/runner/_context.py`) re-validates every
-  message with pydantic (`orjson.loads` and `validate_python` lead the own-time list at long histories), although
-  the runner's context is already current: `SessionWriter.commit()` folds every committed event into it. And
-  `AgenticLoop._commit_response()` loads every `tool_call` row of the session (`journal.tool_calls(session_id)`)
-  to check id uniqueness.
-- *Constant part* — about 20 writer-thread round trips per turn (the count is printed above): lease, accept,
-  open-call queries, `step_attempts`, `step.started`, the delta flush, the response commit, tool start and result,
-  completion, checkpoint check, lease release — each an aiosqlite thread hop plus a 4 KiB-page WAL append, which is
-  also why acagent writes ~300 KB per turn where the naive JSON file writes the file once. Read-only queries
-  (`tool_calls`, `step_attempts`) use the write connection and queue behind writes. `Tool.parameters_schema()`
-  (`acagent/tools/_base.py`) regenerates the pydantic JSON schema of every tool on every LLM step.
+- *Journal round trips*: ~20 transactions per turn (the count is printed above: lease, accept, title, step
+  rows, the delta flush, the response commit, tool start and result, completion, checkpoint check, lease
+  release), each a thread hop to aiosqlite's writer — the event loop's largest own-time entry is `epoll` waiting
+  for them, and each commit appends whole 4 KiB pages to the WAL, which is why acagent writes ~350 KB per turn
+  where the naive JSON file rewrites a few KB at short histories. LangGraph writes ~4 checkpoints per turn.
+- *Per-event work on the loop*: `SessionWriter.commit()` → `SqliteJournal.commit()` (`acagent/runner/_writer.py`,
+  `acagent/store/_journal.py`), the transcript pump (`SessionRegistry._start_transcript.pump` →
+  `TranscriptWriter.sync()` and `write()` in `acagent/store/_transcript.py`: several `flock`, `stat` and `fstat`
+  calls per event), the bus, and pydantic validation of payloads and messages.
+- At long histories `ContextBuilder.digest()` (`acagent/runner/_context.py`) still compares every message's
+  `id()` to find the first changed one (the `builtins.id` call count): O(history), cheap, but avoidable by
+  recording the first changed index in `apply()`.
 
-**Fixes, in order of effect.** (1) Keep a running digest in `ContextBuilder` (hash-chain each folded message;
-or identify the step by `(checkpoint_seq, last_seq)`), instead of hashing the full context per step. (2) In
-`step()`, skip `load()` when the row's `last_seq` equals the runner's own last committed seq (reload only if
-another process wrote). (3) Look up only the new ids in
-`_commit_response` (`WHERE tool_call_id IN (…)`). (4) Cache tool schemas per tool class. (5) Fewer transactions per
-step, as DESIGN.md asks ("one durable commit per step"): fold `acquire_lease` + `_accept` (+ title), and
-`step.started` into the previous commit, and serve the read-only queries from the in-memory state or the read
-connection. (1)–(4) make the turn flat in history; reaching 1/10 of LangGraph at history 10 additionally needs
-(5): 20 commits × acagent's commit latency of figure 3 already exceed a tenth of LangGraph's turn at history 10.
+**Fixes.** (1) Fewer transactions per turn, as DESIGN.md asks ("one durable commit per step"): fold
+`acquire_lease` + `_accept` + title into one transaction; write `step.started`/`InsertStep` in the same
+transaction as the preceding tool result; close an in-process read-only tool's start and result in one commit;
+fold `turn.completed`, the checkpoint check and the lease release together. About 5 per turn is reachable. (2) Run
+`durability="normal"` commits on the calling thread (figure 3, fix 1), removing the hop. (3) Batch the transcript
+pump: drain the subscription and write once, with one lock and one state check per batch. Reaching 1/10 of
+LangGraph at history 10 needs (1) and (2): ~20 commits × figure 3's commit latency alone exceed a tenth of
+LangGraph's turn there.
 """,
     "resume flat with checkpoints": """
 **Finding (figure 2).** The breakdown columns show where resume grows: `get_runner` and `load`.
@@ -95,22 +92,20 @@ transactions per turn. On this shared machine the process also gets less than a 
 stretches the queue further. Where the loop's time goes (event-loop profile):
 
 - `AgenticLoop._tool_definitions()` → `Tool.parameters_schema()` (`acagent/runner/_loop.py`,
-  `acagent/tools/_base.py`): pydantic regenerates every tool's JSON schema on every LLM step
-  (`pydantic/json_schema.py` in the own-time list) — the largest single item per turn;
+  `acagent/tools/_base.py`): the tools' pydantic JSON schemas are built once per runner, which in this wave is once
+  per session (`pydantic/json_schema.py` in the own-time list) — among the largest items per turn;
 - the transcript pump (`SessionRegistry._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
   `acagent/store/_transcript.py`): several `flock`, `stat` and `fstat` calls per event, with `fcntl.flock` at the
   top of the own-time list;
 - `SessionRegistry.busy_count()` (`acagent/runner/_registry.py`) scanning every runner's `is_busy` on each
   `start_turn`: O(N) per turn, O(N²) per wave (the `<genexpr>` and `is_busy` call counts);
-- ~20 aiosqlite round trips per turn (figure 1 counts 24 for a turn with a tool call), each a future, a queue `put` and a wake-up on the loop;
-  `InProcessRunner.load()` on every `step()`; `_renew_loop` polling `cancel_requested` once a second per running
-  session.
+- ~20 aiosqlite round trips per turn (figure 1's count), each a future, a queue `put` and a wake-up on the loop.
 
-**Fixes.** (1) Cache tool schemas (per tool class, or once per runner). (2) Let the transcript pump drain what is
+
+**Fixes.** (1) Cache tool schemas per tool class (process-wide), not per runner. (2) Let the transcript pump drain what is
 queued (`receive_nowait`) and write it in one locked `write`, checking the file's state once per batch, not per
 event. (3) Keep a running count of busy runners instead of `busy_count()`'s scan. (4) Cut the round trips per turn
-(figure 1, fixes 2 and 5) and group commits from all sessions into one transaction per hop. (5) Poll the cancel
-flag for all running sessions in one query per interval. A p99 of ≤ 20 ms at 1,000 turns/s offered needs well
+(figure 1, fix 1) and group commits from all sessions into one transaction per hop. A p99 of ≤ 20 ms at 1,000 turns/s offered needs well
 under 1 ms of loop CPU per turn (or several processes sharing the sessions); today it is ~5 ms.
 """,
     "hibernated sessions": """
