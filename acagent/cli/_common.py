@@ -156,6 +156,12 @@ async def open_client(
         runner = await registry.get_runner(row.id)
         if model_flag and not created:
             runner.model_override = model_flag  # an explicit --model applies to this process's turns
+        effective = runner.model_override or row.model or ""
+        if effective.startswith("local:"):
+            # First use of the embedded model: pull it visibly (explanation + progress bar).
+            from acagent.cli._models import prepare_local_model
+
+            await anyio.to_thread.run_sync(prepare_local_model, effective, settings)
         yield Opened(
             client=LocalSessionClient(registry, row.id),
             session_id=row.id,

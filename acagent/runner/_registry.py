@@ -273,9 +273,11 @@ class SessionRegistry:
                 continue
             self.runners.pop(sid, None)
             await runner.aclose()
-            writer = self._transcripts.pop(sid, None)
-            if writer is not None:
-                writer.close()
+            done = self._pumps.pop(sid, None)
+            if done is not None:
+                with anyio.move_on_after(5):
+                    await done.wait()
+            await self._close_transcript(sid)
             dropped += 1
         return dropped
 
@@ -293,15 +295,26 @@ class SessionRegistry:
             for done in list(self._pumps.values()):
                 await done.wait()
         self._pumps.clear()
-        for writer in self._transcripts.values():
-            writer.close()
-        self._transcripts.clear()
+        for sid in list(self._transcripts):
+            await self._close_transcript(sid)
 
     # ------------------------------------------------------------------ transcripts
 
     def transcript_path(self, row: SessionRow) -> Path:
         """Where the session's transcript lives."""
         return transcript_path(self.settings.sessions_dir, row.cwd, row.id)
+
+    async def _close_transcript(self, session_id: str) -> None:
+        """Close a session's transcript writer, recording the file's state for a cheap reopen."""
+        writer = self._transcripts.pop(session_id, None)
+        if writer is None:
+            return
+        record = writer.stat_record()
+        writer.close()
+        try:
+            await self.journal.set_transcript_stat(session_id, record)
+        except AcagentError as exc:
+            log.warning("could not record the transcript state of %s: %s", session_id, exc.message)
 
     async def _start_transcript(self, runner: InProcessRunner) -> None:
         row = runner.row
@@ -359,6 +372,10 @@ class SessionRegistry:
             )
             return
         path = writer.path
+        if row.transcript_stat and writer.trust(json.loads(row.transcript_stat)):
+            # Unchanged since its last writer closed it cleanly: no full scan (resume stays cheap).
+            writer.write(await self.journal.events(row.id, writer.last_seq))
+            return
         read = writer.read() if path.exists() and path.stat().st_size else None
         warning = read.warning(path) if read is not None else None
         detail: dict[str, Any] = {"file": str(path)}

@@ -85,6 +85,7 @@ class SessionRow:
     checkpoint_bytes: int
     tail_bytes: int
     warnings: str | None
+    transcript_stat: str | None
 
     def to_public(self) -> dict[str, Any]:
         """The fields shown by ``sessions list --json`` and the HTTP API."""
@@ -186,18 +187,23 @@ class SqliteJournal:
             JournalError: the file cannot be opened or migrated.
         """
         path.parent.mkdir(parents=True, exist_ok=True)
+        opened: list[aiosqlite.Connection] = []
         try:
-            write = await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
-            read = await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
-            for conn in (write, read):
+            for _ in range(2):
+                opened.append(await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000))
+            for conn in opened:
                 await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
                 await conn.execute("PRAGMA journal_mode = WAL")
                 await conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
                 await conn.execute("PRAGMA foreign_keys = ON")
-            journal = cls(path, write, read, busy_timeout_ms)
+            journal = cls(path, opened[0], opened[1], busy_timeout_ms)
             await journal._run(migrate)
-        except sqlite3.Error as exc:
-            raise _map_errors(exc) from exc
+        except BaseException as exc:
+            for conn in opened:  # their threads would keep the process alive
+                await conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _map_errors(exc) from exc
+            raise
         return journal
 
     async def aclose(self) -> None:
@@ -582,6 +588,17 @@ class SqliteJournal:
 
         await self._run(tx)
         return await self.get_session(session_id)
+
+    async def set_transcript_stat(self, session_id: str, stat: dict[str, int] | None) -> None:
+        """Record (or forget) the transcript's state as its writer closed it."""
+
+        def tx(db: sqlite3.Connection) -> None:
+            db.execute(
+                "UPDATE session SET transcript_stat = ? WHERE id = ?",
+                (orjson.dumps(stat).decode() if stat is not None else None, session_id),
+            )
+
+        await self._run(tx)
 
     async def set_warnings(self, session_id: str, warnings: list[Any]) -> None:
         """Replace the session's warnings list (shown by ``GET /v1/sessions/{id}``)."""

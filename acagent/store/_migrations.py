@@ -107,7 +107,14 @@ def _execute_script(db: sqlite3.Connection, script: str) -> None:
         raise ValueError(f"incomplete SQL statement in migration: {buf[:80]!r}")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+def m002_transcript_stat(db: sqlite3.Connection) -> None:
+    """Remember the transcript file as its writer last closed it, so reopening can skip a full scan."""
+    # transcript_stat: JSON {ino, size, mtime_ns, last_seq} of the transcript when its writer
+    # closed it (SQLite cannot keep a comment on an added column).
+    db.execute("ALTER TABLE session ADD COLUMN transcript_stat TEXT")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_transcript_stat]
 
 
 def migrate(db: sqlite3.Connection) -> list[str]:

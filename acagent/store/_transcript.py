@@ -382,6 +382,30 @@ class TranscriptWriter:
         self._size = os.fstat(self._fd).st_size
         self._needs_newline = False
 
+    def stat_record(self) -> dict[str, int] | None:
+        """The file as this writer leaves it: ``{ino, size, mtime_ns, last_seq}`` (None if unknown)."""
+        try:
+            with self._locked(fcntl.LOCK_SH):
+                self._sync()
+                st = os.fstat(self._fd)
+        except OSError:
+            return None
+        return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "last_seq": self.last_seq}
+
+    def trust(self, record: dict[str, Any]) -> bool:
+        """Adopt ``record`` (from :meth:`stat_record` of an earlier writer) if the file is unchanged
+        since: same inode, size and mtime. Then no full scan is needed to know it is intact."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != (record.get("ino"), record.get("size"), record.get("mtime_ns")):
+            return False
+        self.last_seq = int(record.get("last_seq", 0))
+        self._size = st.st_size
+        self._needs_newline = False
+        return True
+
     def close(self) -> None:
         """Close the file descriptor (idempotent)."""
         with contextlib.suppress(OSError):
