@@ -36,26 +36,24 @@ LangGraph at history 10 needs (1) and (2): ~20 commits × figure 3's commit late
 LangGraph's turn there.
 """,
     "resume flat with checkpoints": """
-**Finding (figure 2).** The breakdown columns show where resume grows: `get_runner` and `load`.
+**Finding (figure 2).** The breakdown columns show where resume grows. Since commit b976190 `get_runner` no
+longer re-reads the whole transcript when the file is unchanged since its writer closed it (before, the full
+JSONL parse in `_repair_transcript` was the dominant term), so what grows now is `load`:
 
-- `SessionRegistry.get_runner()` → `_start_transcript()` → `_repair_transcript()` (`acagent/runner/_registry.py`)
-  reads the whole transcript (`TranscriptWriter.read()` → `parse_transcript()` in `acagent/store/_transcript.py`),
-  parsing *and pydantic-validating every line* (`orjson.loads` + `Event` validation per record, the top of the
-  own-time list) to compare it with the journal. It is O(session length) on every wake and dominates the profile
-  at 10,000 events; checkpoints make it worse, not better, since they are in the transcript too (compare the
-  transcript sizes with and without checkpoints).
-- `InProcessRunner.load()` reads one checkpoint + tail (flat in *events*), but the checkpoint holds the full
-  context and `ContextBuilder.apply_raw()` validates every message of it (`MESSAGES_ADAPTER.validate_python`):
-  O(context size).
+- `InProcessRunner.load()` (`acagent/runner/_runner.py`) → `SqliteJournal.context_events()`
+  (`acagent/store/_journal.py`) reads the latest checkpoint + tail (flat in *events*), but `orjson.loads` turns the
+  checkpoint's whole message list into dicts and `ContextBuilder.apply_raw()` (`acagent/runner/_context.py`)
+  validates every message with pydantic (`MESSAGES_ADAPTER.validate_python`; `validate_python` and
+  `orjson.loads` lead the own-time list). The checkpoint holds the full context, so this is O(context size):
+  with no compaction, the context of a 10,000-event session is ~500× that of a 10-event one.
+- The anchor itself is mostly `SessionRegistry.open` (two connections, pragmas, migration check): a few ms that
+  every resume pays once.
 
-**Fixes.** (1) In `_repair_transcript`, read only the transcript's tail: seek back from the end to the last
-complete line, parse that one record for its seq, and compare with the journal's `last_seq`; fall back to the full
-`read_transcript` only when the tail is torn or the file is shorter than expected (size recorded in the session
-row). That removes the dominant term. (2) For `load`, keep the checkpoint's message list as validated-once JSON
-(e.g. `model_construct` / `TypeAdapter.validate_json` on the raw payload bytes instead of `orjson.loads` +
-`validate_python` per message), or defer building `Message` objects until the first LLM step. What is left after
-(1) is linear in the *context* (not the event count); a resume that is truly flat needs context compaction, which
-the design does not have yet.
+**Fixes.** (1) Validate the checkpoint straight from its JSON text: `MESSAGES_ADAPTER.validate_json(payload_text)`
+(pydantic-core parses and validates in one pass) instead of `orjson.loads` + `validate_python`; keep the
+checkpoint's messages in their own column so the envelope need not be parsed. (2) For a resume that is truly flat,
+build `Message` objects lazily — keep the checkpoint's raw JSON and materialise it at the first LLM step (which
+must send the whole context anyway) — or add context compaction (summarise old turns into the checkpoint).
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** Two costs, both visible in the table and the two-thread profile above.
