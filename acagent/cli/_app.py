@@ -22,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 sessions_app = typer.Typer(help="List, show, export and import sessions.", no_args_is_help=True)
 models_app = typer.Typer(help="Local models: list and pull.", no_args_is_help=True)

@@ -9,6 +9,7 @@ event.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,10 +78,8 @@ class Tool:
     """True for a tool that waits for the user (``ask_user``): the runner handles its waiting."""
 
     def parameters_schema(self) -> dict[str, Any]:
-        """JSON schema of the arguments object."""
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        return schema
+        """JSON schema of the arguments object (built once per argument model)."""
+        return dict(_schema_of(self.args_model))
 
     def needs_approval(self, args: BaseModel, ctx: ToolContext) -> bool:
         """Whether this call must be approved (before any ``always`` rule is consulted)."""
@@ -97,6 +96,13 @@ class Tool:
             anyio.get_cancelled_exc_class(): when cancelled (after cleaning up).
         """
         raise NotImplementedError
+
+
+@functools.cache
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
 
 
 def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> tuple[BaseModel | None, str | None]:
