@@ -42,6 +42,7 @@ __all__ = [
     "TranscriptError",
     "UnexpectedModelBehavior",
     "UserError",
+    "find_acagent_error",
 ]
 
 
@@ -181,3 +182,16 @@ class UnexpectedModelBehavior(ProviderError):
         super().__init__(message, detail={"body": body})
         self.body = body
         self.retryable = retryable
+
+
+def find_acagent_error(exc: BaseException) -> AcagentError | None:
+    """The first :class:`AcagentError` inside ``exc`` (task groups wrap errors in exception
+    groups), or None."""
+    if isinstance(exc, AcagentError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = find_acagent_error(inner)
+            if found is not None:
+                return found
+    return None

@@ -56,12 +56,24 @@ class Event(BaseModel):
     def to_json_bytes(self) -> bytes:
         """Compact JSON of the envelope (one transcript line without the newline)."""
         return orjson.dumps(
-            {"seq": self.seq, "ts": self.ts, "session_id": self.session_id, "type": self.type, "payload": self.payload}
+            {
+                "seq": self.seq,
+                "ts": self.ts,
+                "session_id": self.session_id,
+                "type": self.type,
+                "payload": self.payload,
+            }
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The envelope as a plain dict."""
-        return {"seq": self.seq, "ts": self.ts, "session_id": self.session_id, "type": self.type, "payload": self.payload}
+        return {
+            "seq": self.seq,
+            "ts": self.ts,
+            "session_id": self.session_id,
+            "type": self.type,
+            "payload": self.payload,
+        }
 
 
 class _P(BaseModel):

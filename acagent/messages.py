@@ -108,6 +108,8 @@ def context_digest(system: str, messages: list[Message]) -> str:
     h.update(system.encode())
     h.update(b"\x00")
     h.update(
-        json.dumps([m.model_dump(mode="json") for m in messages], sort_keys=True, separators=(",", ":")).encode()
+        json.dumps(
+            [m.model_dump(mode="json") for m in messages], sort_keys=True, separators=(",", ":")
+        ).encode()
     )
     return h.hexdigest()

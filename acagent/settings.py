@@ -147,7 +147,9 @@ def default_home() -> Path:
 _ENV_TIMING_PREFIX = "ACAGENT_TIMING_"
 
 
-def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
     """Build :class:`Settings` from flags (``overrides``), the environment and the config file.
 
     Args:
@@ -199,4 +201,6 @@ def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, 
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid setting {where!r}: {first['msg']}", detail=exc.errors(include_url=False)) from None
+        raise ConfigError(
+            f"invalid setting {where!r}: {first['msg']}", detail=exc.errors(include_url=False)
+        ) from None

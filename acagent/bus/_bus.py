@@ -98,7 +98,9 @@ class RunnerEventBus:
         """True after :meth:`close`."""
         return self._closed
 
-    def subscribe(self, name: str, maxsize: int = 256, *, evict_after_drops: int | None = None) -> Subscription:
+    def subscribe(
+        self, name: str, maxsize: int = 256, *, evict_after_drops: int | None = None
+    ) -> Subscription:
         """Add a subscriber with a bounded queue of ``maxsize`` events.
 
         Args:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from acagent.cli._app import fail
-from acagent.errors import AcagentError
+from acagent.errors import AcagentError, find_acagent_error
 
 if TYPE_CHECKING:
     from acagent.settings import Settings
@@ -50,25 +50,13 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return anyio.run(fn)
     except (AcagentError, BaseExceptionGroup) as exc:
-        err = _leaf_error(exc)
+        err = find_acagent_error(exc)
         if err is None:
             raise
         fail(f"{err.message}" + (f" [{err.code}]" if err.code not in ("internal", "bad_request") else ""))
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         fail("interrupted", 130)
-
-
-def _leaf_error(exc: BaseException) -> AcagentError | None:
-    """The AcagentError inside ``exc`` (task groups wrap errors in exception groups)."""
-    if isinstance(exc, AcagentError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _leaf_error(inner)
-            if found is not None:
-                return found
-    return None
 
 
 async def check_model(settings: Settings, model: str) -> None:

@@ -21,14 +21,28 @@ __all__ = ["run_command"]
 
 @app.command("run")
 def run_command(
-    prompt: Annotated[str | None, typer.Argument(help="The message; omit with --resume to finish an interrupted turn.")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini.")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")] = None,
-    resume: Annotated[str | None, typer.Option("--resume", "-r", help="Session id (or prefix) to resume.")] = None,
-    continue_: Annotated[bool, typer.Option("--continue", "-c", help="Resume this directory's latest session.")] = False,
+    prompt: Annotated[
+        str | None, typer.Argument(help="The message; omit with --resume to finish an interrupted turn.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini.")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")
+    ] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", "-r", help="Session id (or prefix) to resume.")
+    ] = None,
+    continue_: Annotated[
+        bool, typer.Option("--continue", "-c", help="Resume this directory's latest session.")
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run tools without asking for approval.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print every event envelope as one JSON line.")] = False,
-    tools: Annotated[str | None, typer.Option("--tools", help="Offer tools to the model: on, off or auto.")] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print every event envelope as one JSON line.")
+    ] = False,
+    tools: Annotated[
+        str | None, typer.Option("--tools", help="Offer tools to the model: on, off or auto.")
+    ] = None,
 ) -> None:
     """Run one turn and print the final answer."""
     if resume and continue_:
@@ -43,7 +57,12 @@ def run_command(
 
 
 async def _run(
-    settings: Any, prompt: str | None, resume: str | None, continue_: bool, json_out: bool, model: str | None = None
+    settings: Any,
+    prompt: str | None,
+    resume: str | None,
+    continue_: bool,
+    json_out: bool,
+    model: str | None = None,
 ) -> int:
     import contextlib
 
@@ -100,7 +119,9 @@ async def _run(
         return 0
     if event.type == "turn.interrupted":
         if not json_out:
-            sys.stderr.write(f"acagent: error: the turn was interrupted ({event.payload.get('reason', 'user')})\n")
+            sys.stderr.write(
+                f"acagent: error: the turn was interrupted ({event.payload.get('reason', 'user')})\n"
+            )
         return 130
     if not json_out:
         sys.stderr.write(f"acagent: error: {event.payload.get('message', 'the turn failed')}\n")

@@ -29,7 +29,9 @@ async def _with_journal(settings: Any, fn: Any) -> Any:
 
 @sessions_app.command("list")
 def list_command(
-    all_: Annotated[bool, typer.Option("--all", "-a", help="Sessions of every directory, not just this one.")] = False,
+    all_: Annotated[
+        bool, typer.Option("--all", "-a", help="Sessions of every directory, not just this one.")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """List sessions of this working directory, newest first."""
@@ -85,7 +87,9 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
 
 @app.command("import")
 def import_command(
-    file: Annotated[Path, typer.Argument(help="A JSONL transcript (from `acagent export` or the sessions dir).")],
+    file: Annotated[
+        Path, typer.Argument(help="A JSONL transcript (from `acagent export` or the sessions dir).")
+    ],
 ) -> None:
     """Import a transcript as a session (damaged lines are reported and skipped)."""
     settings = build_settings()

@@ -56,7 +56,11 @@ class ContextBuilder:
         del ids[i:]
         for m in msgs[i:]:
             prev = chain[-1] if chain else b""
-            chain.append(hashlib.sha256(prev + orjson.dumps(m.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).digest())
+            chain.append(
+                hashlib.sha256(
+                    prev + orjson.dumps(m.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+                ).digest()
+            )
             ids.append(id(m))
         h = hashlib.sha256(system.encode() + b"\x00" + (chain[-1] if chain else b""))
         return h.hexdigest()

@@ -163,7 +163,11 @@ class AgenticLoop:
                     (
                         "step.started",
                         make_payload(
-                            "step.started", turn_id=turn_id, step_id=step_id, request_id=request_id, attempt=attempt
+                            "step.started",
+                            turn_id=turn_id,
+                            step_id=step_id,
+                            request_id=request_id,
+                            attempt=attempt,
                         ),
                     )
                 ],
@@ -220,7 +224,9 @@ class AgenticLoop:
         base = settings.timing.retry_base_delay_s * (2 ** (attempt - 1))
         return float(min(settings.timing.retry_max_delay_s, base * (0.5 + random.random())))
 
-    async def _stream(self, rt: InProcessRunner, request: ModelRequest, turn_id: str, step_id: str, attempt: int) -> Any:
+    async def _stream(
+        self, rt: InProcessRunner, request: ModelRequest, turn_id: str, step_id: str, attempt: int
+    ) -> Any:
         timing = rt.settings.timing
         provider = await rt.get_provider()
         deltas = 0
@@ -233,7 +239,12 @@ class AgenticLoop:
                         if isinstance(event, TextDelta) and event.text:
                             rt.writer.delta(
                                 "assistant.delta",
-                                {"turn_id": turn_id, "text": event.text, "step_id": step_id, "attempt": attempt},
+                                {
+                                    "turn_id": turn_id,
+                                    "text": event.text,
+                                    "step_id": step_id,
+                                    "attempt": attempt,
+                                },
                             )
                             deltas += 1
                             if deltas == 2 and rt.settings.crash_at == "mid_stream":

@@ -125,7 +125,9 @@ class SessionRegistry:
         while True:
             await anyio.sleep(poll_s)
             held = [
-                (r, r.writer.lease) for r in list(self.runners.values()) if r.is_busy and r.writer.lease is not None
+                (r, r.writer.lease)
+                for r in list(self.runners.values())
+                if r.is_busy and r.writer.lease is not None
             ]
             if not held:
                 last_renew = anyio.current_time()
@@ -133,7 +135,7 @@ class SessionRegistry:
             renew = anyio.current_time() - last_renew >= timing.lease_renew_s - poll_s / 2
             try:
                 states = await self.journal.keep_leases(
-                    [(r.session_id, lease) for r, lease in held if lease is not None],
+                    [(r.session_id, lease) for r, lease in held],
                     ttl_s=timing.lease_ttl_s,
                     renew=renew,
                 )
@@ -245,9 +247,12 @@ class SessionRegistry:
         killed = 0
         for row in await self.orphaned_sessions():
             for call in await self.journal.tool_calls(row.id, open_only=True):
-                if call.status == "running" and call.pid:
-                    if await kill_process_group(call.pid, self.settings.timing.tool_kill_grace_s):
-                        killed += 1
+                if (
+                    call.status == "running"
+                    and call.pid
+                    and await kill_process_group(call.pid, self.settings.timing.tool_kill_grace_s)
+                ):
+                    killed += 1
         return killed
 
     async def recover(self) -> list[str]:

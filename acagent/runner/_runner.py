@@ -24,9 +24,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from acagent.bus import RunnerEventBus
-from acagent.errors import AcagentError, InvalidTransition, SessionBusy, StaleLease
+from acagent.errors import AcagentError, InvalidTransition, SessionBusy, StaleLease, find_acagent_error
 from acagent.events import Event, make_payload
-from acagent.messages import MESSAGES_ADAPTER
 from acagent.providers._base import Provider
 from acagent.runner._context import ContextBuilder
 from acagent.runner._loop import AgenticLoop, TurnEnded, partial_message
@@ -251,7 +250,9 @@ class InProcessRunner:
         data["subscribers"] = len(self.bus.subscribers)
         return data
 
-    def tool_context(self, row: ToolCallRow, *, on_process_started: Callable[[int], None] | None = None) -> ToolContext:
+    def tool_context(
+        self, row: ToolCallRow, *, on_process_started: Callable[[int], None] | None = None
+    ) -> ToolContext:
         """The :class:`ToolContext` for one call (live output → ``tool.output`` events)."""
         from pathlib import Path
 
@@ -263,7 +264,9 @@ class InProcessRunner:
                 return
             if sum(len(s) for s in buf) < MAX_TOOL_OUTPUT_KEPT:
                 buf.append(text)
-            self.writer.delta("tool.output", {"turn_id": turn_id, "tool_call_id": row.tool_call_id, "text": text})
+            self.writer.delta(
+                "tool.output", {"turn_id": turn_id, "tool_call_id": row.tool_call_id, "text": text}
+            )
 
         async def ask(question: str) -> str:
             return self.answers.pop(row.tool_call_id, "")
@@ -321,7 +324,9 @@ class InProcessRunner:
                 from acagent.errors import UserError
 
                 await self.journal.release_lease(self.session_id, lease)
-                raise UserError(f"session {self.session_id} has no interrupted turn to finish (it is {row.status!r})")
+                raise UserError(
+                    f"session {self.session_id} has no interrupted turn to finish (it is {row.status!r})"
+                )
         except BaseException:
             self._busy = False
             self._turn_done.set()
@@ -338,7 +343,12 @@ class InProcessRunner:
                 ("turn.started", make_payload("turn.started", turn_id=turn_id)),
                 ("user.message", make_payload("user.message", turn_id=turn_id, text=text)),
             ],
-            ops=[SetTurn(turn_id), SetCancel(False), SetStatus("running", RESTING, turn_id=turn_id), *title_ops],
+            ops=[
+                SetTurn(turn_id),
+                SetCancel(False),
+                SetStatus("running", RESTING, turn_id=turn_id),
+                *title_ops,
+            ],
         )
         if self.row.title is None:
             await self._set_title(text)
@@ -348,7 +358,9 @@ class InProcessRunner:
         title = " ".join(text.split())[:80]
 
         def tx(db: Any) -> None:
-            db.execute("UPDATE session SET title = ? WHERE id = ? AND title IS NULL", (title, self.session_id))
+            db.execute(
+                "UPDATE session SET title = ? WHERE id = ? AND title IS NULL", (title, self.session_id)
+            )
 
         await self.journal._run(tx)
         self.row.title = title
@@ -415,7 +427,7 @@ class InProcessRunner:
             except StaleLease:
                 raise
             except Exception as exc:
-                err = _leaf_error(exc)
+                err = find_acagent_error(exc)
                 if err is not None:  # a known failure (config, provider, journal): no traceback
                     log.warning("session %s: turn %s failed: %s", self.session_id, turn_id, err.message)
                     exc = err
@@ -554,7 +566,9 @@ class InProcessRunner:
                     )
                 )
                 ops.append(
-                    UpdateToolCall(row.tool_call_id, "waiting_user", ("waiting_user",), (("approval", "cancelled"),))
+                    UpdateToolCall(
+                        row.tool_call_id, "waiting_user", ("waiting_user",), (("approval", "cancelled"),)
+                    )
                 )
             else:
                 text = "not started: the turn was cancelled"
@@ -562,26 +576,42 @@ class InProcessRunner:
             events.append(event)
             ops.append(op)
         if turn_id is not None:
-            events.append(("turn.interrupted", make_payload("turn.interrupted", turn_id=turn_id, reason=reason)))
-        ops.append(SetStatus("cancelled", tuple(s for s in STATUSES if s != "cancelled"), turn_id=turn_id, worker=False))
+            events.append(
+                ("turn.interrupted", make_payload("turn.interrupted", turn_id=turn_id, reason=reason))
+            )
+        ops.append(
+            SetStatus(
+                "cancelled", tuple(s for s in STATUSES if s != "cancelled"), turn_id=turn_id, worker=False
+            )
+        )
         ops.append(SetCancel(False))
         await self.writer.commit(events, ops=ops)
         self._finishing = True
 
     async def fail_turn(
-        self, turn_id: str, *, error_type: str, message: str, retryable: bool = False, ops: list[Any] | None = None
+        self,
+        turn_id: str,
+        *,
+        error_type: str,
+        message: str,
+        retryable: bool = False,
+        ops: list[Any] | None = None,
     ) -> None:
         """Commit ``turn.failed`` and status ``failed``; open tool calls are closed with an error."""
         events: list[tuple[str, dict[str, Any]]] = []
         all_ops: list[Any] = list(ops or [])
         for row in await self.journal.tool_calls(self.session_id, open_only=True):
-            event, op = close_row(row.turn_id, row, ToolResult(f"not run: the turn failed ({message})", status="error"))
+            event, op = close_row(
+                row.turn_id, row, ToolResult(f"not run: the turn failed ({message})", status="error")
+            )
             events.append(event)
             all_ops.append(op)
         events.append(
             (
                 "turn.failed",
-                make_payload("turn.failed", turn_id=turn_id, type_=error_type, message=message, retryable=retryable),
+                make_payload(
+                    "turn.failed", turn_id=turn_id, type_=error_type, message=message, retryable=retryable
+                ),
             )
         )
         all_ops.append(SetStatus("failed", ACTIVE, turn_id=turn_id, worker=False))
@@ -590,7 +620,9 @@ class InProcessRunner:
 
     # ------------------------------------------------------------------ approvals
 
-    async def answer_approval(self, tool_call_id: str, decision: str, *, answer: str | None = None) -> ToolCallRow:
+    async def answer_approval(
+        self, tool_call_id: str, decision: str, *, answer: str | None = None
+    ) -> ToolCallRow:
         """Record a decision (``allow``/``deny``/``always``, or an answer to a question).
 
         Raises:
@@ -614,15 +646,20 @@ class InProcessRunner:
         deadline = None if timeout is None else anyio.current_time() + timeout
         while True:
             current = next(
-                (r for r in await self.journal.tool_calls(self.session_id, turn_id=row.turn_id)
-                 if r.tool_call_id == row.tool_call_id),
+                (
+                    r
+                    for r in await self.journal.tool_calls(self.session_id, turn_id=row.turn_id)
+                    if r.tool_call_id == row.tool_call_id
+                ),
                 None,
             )
             if current is not None and current.approval not in ("pending", "none"):
                 return current.approval, current.approval_note
             if deadline is not None and anyio.current_time() >= deadline:
                 try:
-                    await self.journal.resolve_approval(self.session_id, row.tool_call_id, "timeout", note="timed out")
+                    await self.journal.resolve_approval(
+                        self.session_id, row.tool_call_id, "timeout", note="timed out"
+                    )
                 except AcagentError:
                     continue
                 return "timeout", "timed out"
@@ -671,22 +708,7 @@ class InProcessRunner:
             await self._provider.aclose()
 
 
-def _leaf_error(exc: BaseException) -> AcagentError | None:
-    """The first AcagentError inside ``exc`` (task groups wrap errors in exception groups)."""
-    if isinstance(exc, AcagentError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _leaf_error(inner)
-            if found is not None:
-                return found
-    return None
-
-
 def _json(text: str) -> Any:
     import json
 
     return json.loads(text)
-
-
-_ = MESSAGES_ADAPTER

@@ -52,7 +52,9 @@ def result_event(turn_id: str, row: ToolCallRow, result: ToolResult) -> tuple[st
     )
 
 
-def close_row(turn_id: str, row: ToolCallRow, result: ToolResult) -> tuple[tuple[str, dict[str, Any]], UpdateToolCall]:
+def close_row(
+    turn_id: str, row: ToolCallRow, result: ToolResult
+) -> tuple[tuple[str, dict[str, Any]], UpdateToolCall]:
     """Event and op that move a row to its terminal state with ``result``."""
     return result_event(turn_id, row, result), UpdateToolCall(
         row.tool_call_id,
@@ -92,7 +94,9 @@ class ToolExecutor:
             if tool is None:
                 error = f"unknown tool {row.name!r}; available: {', '.join(sorted(rt.tools))}"
             elif row.arguments_error:
-                error = f"the tool call's arguments were not valid JSON, so it was not run: {row.arguments_error}"
+                error = (
+                    f"the tool call's arguments were not valid JSON, so it was not run: {row.arguments_error}"
+                )
             else:
                 args, error = validate_arguments(tool, tool_call_arguments(row))
             if error is not None or tool is None:
@@ -120,7 +124,9 @@ class ToolExecutor:
                 await rt.writer.commit(
                     [("approval.requested", payload)],
                     ops=[
-                        UpdateToolCall(row.tool_call_id, "waiting_user", ("dispatched",), (("approval", "pending"),)),
+                        UpdateToolCall(
+                            row.tool_call_id, "waiting_user", ("dispatched",), (("approval", "pending"),)
+                        ),
                         SetStatus("waiting_user", ACTIVE, turn_id=turn_id),
                     ],
                 )
@@ -134,13 +140,17 @@ class ToolExecutor:
                     "approval.resolved",
                     turn_id=turn_id,
                     tool_call_id=row.tool_call_id,
-                    decision=decision if decision in ("allow", "deny", "always", "timeout", "answered") else "allow",
+                    decision=decision
+                    if decision in ("allow", "deny", "always", "timeout", "answered")
+                    else "allow",
                     reason=note if decision != "answered" else None,
                 ),
             )
             if decision in ("deny", "timeout"):
                 text = "not run: denied by the user" if decision == "deny" else "not run: approval timed out"
-                result = ToolResult(text + (f" ({note})" if note and decision == "deny" else ""), status="denied")
+                result = ToolResult(
+                    text + (f" ({note})" if note and decision == "deny" else ""), status="denied"
+                )
                 event, op = close_row(turn_id, row, result)
                 await rt.writer.commit(
                     [resolved, event], ops=[op, SetStatus("waiting_tool", ACTIVE, turn_id=turn_id)]
@@ -168,7 +178,9 @@ class ToolExecutor:
                 return
         await self._execute(rt, turn_id, row, tool, args)
 
-    async def _execute(self, rt: InProcessRunner, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> None:
+    async def _execute(
+        self, rt: InProcessRunner, turn_id: str, row: ToolCallRow, tool: Any, args: Any
+    ) -> None:
         timing = rt.settings.timing
         started = make_payload("tool.started", turn_id=turn_id, tool_call_id=row.tool_call_id, name=row.name)
         await rt.writer.commit(
@@ -178,7 +190,10 @@ class ToolExecutor:
                     row.tool_call_id,
                     "running",
                     ("dispatched",),
-                    (("runner", rt.worker_id), ("run_expires_at", time.time() + timing.tool_redelivery_idle_s)),
+                    (
+                        ("runner", rt.worker_id),
+                        ("run_expires_at", time.time() + timing.tool_redelivery_idle_s),
+                    ),
                 ),
                 SetStatus("waiting_tool", ACTIVE, turn_id=turn_id),
             ],
@@ -199,7 +214,10 @@ class ToolExecutor:
                 async def record_pid() -> None:
                     await pid_ready.wait()
                     await rt.writer.commit(
-                        [], ops=[UpdateToolCall(row.tool_call_id, "running", ("running",), (("pid", pid_box[0]),))]
+                        [],
+                        ops=[
+                            UpdateToolCall(row.tool_call_id, "running", ("running",), (("pid", pid_box[0]),))
+                        ],
                     )
                     crash_point("mid_tool", rt.settings.crash_at)
 

@@ -80,7 +80,9 @@ class SessionWriter:
         self._wake = anyio.Event()
         self._max_buffered = max_buffered
 
-    async def commit(self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op] = ()) -> list[Event]:
+    async def commit(
+        self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op] = ()
+    ) -> list[Event]:
         """Commit buffered deltas plus ``events`` (and ``ops``) in one transaction, then publish.
 
         Raises:

@@ -171,7 +171,9 @@ def _map_errors(exc: sqlite3.Error) -> JournalError:
 class SqliteJournal:
     """The SQLite implementation of the journal. Open with :meth:`open`; close with :meth:`aclose`."""
 
-    def __init__(self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection, busy_timeout_ms: int):
+    def __init__(
+        self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection, busy_timeout_ms: int
+    ):
         self.path = path
         self._w = write
         self._r = read
@@ -190,7 +192,9 @@ class SqliteJournal:
         opened: list[aiosqlite.Connection] = []
         try:
             for _ in range(2):
-                opened.append(await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000))
+                opened.append(
+                    await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+                )
             for conn in opened:
                 await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
                 await conn.execute("PRAGMA journal_mode = WAL")
@@ -401,7 +405,9 @@ class SqliteJournal:
                     raise StaleLease(
                         f"session {session_id!r}: fencing token {lease.token} superseded by {token}; write discarded"
                     )
-                ctx = TxContext(db=db, session_id=session_id, now=now, ts=ts, status=status, cancel_requested=cancel)
+                ctx = TxContext(
+                    db=db, session_id=session_id, now=now, ts=ts, status=status, cancel_requested=cancel
+                )
                 extra: list[tuple[str, dict[str, Any]]] = []
                 for op in ops:
                     out = op.apply(ctx)
@@ -544,7 +550,8 @@ class SqliteJournal:
                             == 1
                         )
                     row = db.execute(
-                        "SELECT lease_owner, fencing_token, cancel_requested FROM session WHERE id = ?", (sid,)
+                        "SELECT lease_owner, fencing_token, cancel_requested FROM session WHERE id = ?",
+                        (sid,),
                     ).fetchone()
                     if not renew:
                         held = row is not None and row[0] == lease.owner and row[1] == lease.token
@@ -628,7 +635,8 @@ class SqliteJournal:
 
         def q(db: sqlite3.Connection) -> Any:
             return db.execute(
-                f"SELECT {_STEP_COLS} FROM step WHERE session_id = ? ORDER BY started_at, attempt", (session_id,)
+                f"SELECT {_STEP_COLS} FROM step WHERE session_id = ? ORDER BY started_at, attempt",
+                (session_id,),
             ).fetchall()
 
         return [StepRow(*r) for r in await self._run(q, read=True)]
@@ -724,7 +732,15 @@ class SqliteJournal:
         return [r for r in await self.tool_calls(session_id, open_only=True) if r.approval == "pending"]
 
     async def status_transition(
-        self, session_id: str, to: str, from_: Sequence[str], *, reason: str | None = None, lease: Lease | None = None
+        self,
+        session_id: str,
+        to: str,
+        from_: Sequence[str],
+        *,
+        reason: str | None = None,
+        lease: Lease | None = None,
     ) -> list[Event]:
         """Commit a bare status change (with its ``session.status`` event)."""
-        return await self.commit(session_id, [], lease=lease, ops=[SetStatus(to, tuple(from_), reason=reason)])
+        return await self.commit(
+            session_id, [], lease=lease, ops=[SetStatus(to, tuple(from_), reason=reason)]
+        )

@@ -87,7 +87,7 @@ def m001_initial(db: sqlite3.Connection) -> None:
             result_status  TEXT,                    -- ok|error|interrupted|denied
             PRIMARY KEY (session_id, tool_call_id)
         );
-        """
+        """,
     )
 
 

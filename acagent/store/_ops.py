@@ -121,7 +121,9 @@ class SetCancel:
     value: bool
 
     def apply(self, ctx: TxContext) -> None:
-        ctx.db.execute("UPDATE session SET cancel_requested = ? WHERE id = ?", (int(self.value), ctx.session_id))
+        ctx.db.execute(
+            "UPDATE session SET cancel_requested = ? WHERE id = ?", (int(self.value), ctx.session_id)
+        )
         ctx.cancel_requested = int(self.value)
 
 
@@ -227,7 +229,9 @@ class UpdateToolCall:
             (*args, ctx.session_id, self.tool_call_id, *self.from_),
         )
         if cur.rowcount != 1:
-            raise InvalidTransition(f"tool call {self.tool_call_id!r} is not in {self.from_}; cannot become {self.to!r}")
+            raise InvalidTransition(
+                f"tool call {self.tool_call_id!r} is not in {self.from_}; cannot become {self.to!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -252,5 +256,6 @@ class SetApprovalRules:
 
     def apply(self, ctx: TxContext) -> None:
         ctx.db.execute(
-            "UPDATE session SET approval_rules = ? WHERE id = ?", (orjson.dumps(self.rules).decode(), ctx.session_id)
+            "UPDATE session SET approval_rules = ? WHERE id = ?",
+            (orjson.dumps(self.rules).decode(), ctx.session_id),
         )

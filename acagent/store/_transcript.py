@@ -399,7 +399,11 @@ class TranscriptWriter:
             st = os.stat(self.path)
         except OSError:
             return False
-        if (st.st_ino, st.st_size, st.st_mtime_ns) != (record.get("ino"), record.get("size"), record.get("mtime_ns")):
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != (
+            record.get("ino"),
+            record.get("size"),
+            record.get("mtime_ns"),
+        ):
             return False
         self.last_seq = int(record.get("last_seq", 0))
         self._size = st.st_size

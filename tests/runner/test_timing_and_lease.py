@@ -41,7 +41,7 @@ def test_timing_from_env_is_validated(tmp_path: Path) -> None:
 
 def test_config_file_errors_are_clear(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("model = \n")
-    with pytest.raises(ConfigError, match="config.toml"):
+    with pytest.raises(ConfigError, match=r"config\.toml"):
         load_settings({"home": str(tmp_path)}, env={})
     (tmp_path / "config.toml").write_text('unknown_key = 1\n')
     with pytest.raises(ConfigError, match="unknown_key"):
