@@ -73,6 +73,20 @@ async def check_model(settings: Settings, model: str) -> None:
     await provider.aclose()
 
 
+def current_dir() -> str:
+    """``os.getcwd()``, as a clear error when the directory was deleted.
+
+    Raises:
+        UserError: the current directory no longer exists.
+    """
+    from acagent.errors import UserError
+
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UserError("the current directory no longer exists; cd to an existing directory") from None
+
+
 @dataclass
 class Opened:
     """What :func:`open_client` yields."""
@@ -113,7 +127,7 @@ async def open_client(
     from acagent.errors import SessionNotFound
     from acagent.runner import canonical_cwd
 
-    cwd = canonical_cwd(cwd or os.getcwd())
+    cwd = canonical_cwd(cwd or current_dir())
     remote = _daemon_client_factory(settings)
     if remote is not None:
         async with remote(resume=resume, continue_=continue_, cwd=cwd, title=title) as opened:

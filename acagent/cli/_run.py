@@ -49,6 +49,8 @@ def run_command(
         fail("--resume and --continue cannot be combined", 2)
     if prompt is None and not resume and not continue_:
         fail("give a PROMPT, or --resume ID to finish an interrupted turn", 2)
+    if prompt is not None and not prompt.strip():
+        fail("the prompt is empty; give the model something to answer", 2)
     if tools is not None and tools not in ("on", "off", "auto"):
         fail("--tools takes on, off or auto", 2)
     settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from acagent.cli._app import app, sessions_app
-from acagent.cli._common import build_settings, run_async
+from acagent.cli._app import app, fail, sessions_app
+from acagent.cli._common import build_settings, current_dir, run_async
+from acagent.errors import AcagentError
 
 __all__ = ["export_command", "import_command", "list_command", "show_command"]
 
@@ -36,7 +36,13 @@ def list_command(
 ) -> None:
     """List sessions of this working directory, newest first."""
     settings = build_settings()
-    cwd = None if all_ else str(Path(os.getcwd()).resolve())
+    if all_:
+        cwd = None
+    else:
+        try:
+            cwd = str(Path(current_dir()).resolve())
+        except AcagentError as exc:
+            fail(exc.message, 2)
 
     async def go(journal: Any) -> list[dict[str, Any]]:
         return [r.to_public() for r in await journal.list_sessions(cwd=cwd)]

@@ -295,6 +295,10 @@ class InProcessRunner:
                 (``detail.turn_id`` names the running turn).
             UserError: ``user_input`` is None and there is nothing to continue.
         """
+        if user_input is not None and not user_input.strip():
+            from acagent.errors import UserError
+
+            raise UserError("the message is empty; type something for the model to answer")
         if self._busy and self._finishing:
             # The turn's end is committed; the task only finishes up (checkpoint, lease release).
             with anyio.move_on_after(10):

@@ -66,6 +66,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8765
     hibernate_interval_s: float = 30.0
+    recover_interval_s: float = 2.0
     send_timeout_s: float = 30.0
     keepalive_s: float = 15.0
     queue_events: int = 8192
@@ -307,6 +308,11 @@ async def serve(
                         on_ready(info, f"{url}/login?token={token}")
 
                     async def maintenance() -> None:
+                        # Recovery is cheap (one query over active sessions): run it every
+                        # recover_interval_s so a turn orphaned by a dead process (even an
+                        # in-process `acagent run` killed while this daemon runs) continues within
+                        # seconds; hibernation runs every hibernate_interval_s.
+                        last_hibernate = anyio.current_time()
                         while True:
                             try:
                                 recovered = await registry.recover()
@@ -314,7 +320,10 @@ async def serve(
                                     log.warning("recovering interrupted sessions: %s", ", ".join(recovered))
                             except Exception:
                                 log.exception("recovery pass failed")
-                            await anyio.sleep(options.hibernate_interval_s)
+                            await anyio.sleep(options.recover_interval_s)
+                            if anyio.current_time() - last_hibernate < options.hibernate_interval_s:
+                                continue
+                            last_hibernate = anyio.current_time()
                             try:
                                 await hibernate(state)
                             except Exception:

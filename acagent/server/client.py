@@ -249,8 +249,13 @@ class RemoteSessionClient:
         continues interrupted turns by itself)."""
         if text is None:
             snap = await self.snapshot()
-            if snap.get("busy") and snap.get("turn_id"):
-                return str(snap["turn_id"])
+            for _ in range(50):  # the daemon's recovery pass picks an orphaned turn up within ~2 s
+                if snap.get("busy") and snap.get("turn_id"):
+                    return str(snap["turn_id"])
+                if snap.get("status") not in ("running", "waiting_tool", "waiting_user"):
+                    break
+                await anyio.sleep(0.2)
+                snap = await self.snapshot()
             raise E.UserError(
                 f"session {self.session_id} has no interrupted turn to finish (it is {snap.get('status')!r})"
             )

@@ -160,3 +160,27 @@ def test_explicit_model_flag_applies_on_resume(cli: Any, mock: MockProvider, wor
     cli("run", "--continue", "--base-url", mock.openai_base_url, "c", cwd=workspace, extra_env={"OPENAI_API_KEY": "k"},
         check=True)
     assert [r.json["model"] for r in mock.requests] == ["first", "second", "first"]
+
+
+def test_deleted_working_directory_is_one_line_error(cli: Any, tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    import subprocess
+    import sys
+
+    for args in (["run", "hi"], ["sessions", "list"]):
+        proc = subprocess.run(
+            ["bash", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m acagent "$@"', sys.executable, *args],
+            env=cli.env, capture_output=True, text=True, timeout=60,
+        )
+        gone.mkdir()
+        assert proc.returncode != 0
+        assert "current directory no longer exists" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_empty_prompt_is_refused_before_any_request(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    for prompt in ("", "   "):
+        r = cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, prompt, cwd=workspace)
+        assert r.returncode == 2 and "empty" in r.stderr
+    assert mock.requests == []
+    assert json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout) == []
