@@ -32,6 +32,8 @@ from tests.mockprovider import (
 pytestmark = pytest.mark.anyio
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+if not SHARED.exists() and os.environ.get("ACAGENT_SHARED"):
+    SHARED = Path(os.environ["ACAGENT_SHARED"]) / "cases"
 
 
 def settings_for(home: Path, mock: MockProvider, provider: str, **over: Any) -> Any:
