@@ -19,6 +19,7 @@ Design (see docs/architecture.md):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
@@ -188,7 +189,7 @@ class SqliteJournal:
         Raises:
             JournalError: the file cannot be opened or migrated.
         """
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         opened: list[aiosqlite.Connection] = []
         try:
             for _ in range(2):
@@ -202,6 +203,9 @@ class SqliteJournal:
                 await conn.execute("PRAGMA foreign_keys = ON")
             journal = cls(path, opened[0], opened[1], busy_timeout_ms)
             await journal._run(migrate)
+            for suffix in ("", "-wal", "-shm"):  # conversations are private: owner-only files
+                with contextlib.suppress(OSError):
+                    os.chmod(f"{path}{suffix}", 0o600)
         except BaseException as exc:
             for conn in opened:  # their threads would keep the process alive
                 await conn.close()
