@@ -84,7 +84,7 @@ async def _run(
 
         async def consume() -> None:
             nonlocal changed
-            async for event in client.events(opened.last_seq):
+            async for event in client.events(0 if opened.created else opened.last_seq):
                 if json_out:
                     sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
                     sys.stdout.flush()

@@ -383,8 +383,8 @@ class SqliteJournal:
             events: ``(type, payload)`` pairs, in order; payloads are already validated.
             lease: the writer's lease; when given, the transaction is rejected unless the
                 session's fencing token still equals ``lease.token``.
-            ops: guarded row operations; a :class:`SetStatus` appends its ``session.status``
-                event after the given events.
+            ops: guarded row operations; a :class:`SetStatus` adds its ``session.status``
+                event before the given events.
 
         Raises:
             StaleLease: the fencing token was superseded (nothing written).
@@ -417,7 +417,9 @@ class SqliteJournal:
                     out = op.apply(ctx)
                     if out is not None:
                         extra.append(out)
-                all_events = list(events) + extra
+                # Status changes lead their commit, so the commit's own events (a turn's end
+                # event above all) come last and a client that stops there has seen everything.
+                all_events = extra + list(events)
                 committed: list[Event] = []
                 rows = []
                 last_message: str | None = None

@@ -335,7 +335,8 @@ class TestPendingApproval:
             r = daemon.http.post(f"/v1/sessions/{sid}/approvals/{tcid}", json={"decision": "allow"})
             assert r.status_code == 200
             following = [json.loads(proc.stdout.readline()) for _ in range(3)]  # type: ignore[union-attr]
-            assert following[0]["seq"] == L + 1 and following[0]["type"] == "approval.resolved"
+            assert following[0]["seq"] == L + 1  # nothing missed after the cursor
+            assert "approval.resolved" in [e["type"] for e in following[:2]]
         finally:
             proc.terminate()
             proc.wait(10)
