@@ -23,12 +23,24 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from acagent.cli._app import app, fail
-from acagent.cli._common import TURN_END, build_settings, open_client, run_async
+from acagent.cli._common import (
+    TURN_END,
+    BaseUrlOption,
+    ContinueOption,
+    ModelOption,
+    ResumeOption,
+    ToolsOption,
+    YesOption,
+    build_settings,
+    check_session_flags,
+    open_client,
+    run_async,
+)
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -53,28 +65,15 @@ _ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "alway
 
 @app.command("chat")
 def chat_command(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini.")
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")
-    ] = None,
-    resume: Annotated[
-        str | None, typer.Option("--resume", "-r", help="Session id (or prefix) to resume.")
-    ] = None,
-    continue_: Annotated[
-        bool, typer.Option("--continue", "-c", help="Resume this directory's latest session.")
-    ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run tools without asking for approval.")] = False,
-    tools: Annotated[
-        str | None, typer.Option("--tools", help="Offer tools to the model: on, off or auto.")
-    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    resume: ResumeOption = None,
+    continue_: ContinueOption = False,
+    yes: YesOption = False,
+    tools: ToolsOption = None,
 ) -> None:
     """Chat with the agent in this terminal (streams answers, asks before running tools)."""
-    if resume and continue_:
-        fail("--resume and --continue cannot be combined", 2)
-    if tools is not None and tools not in ("on", "off", "auto"):
-        fail("--tools takes on, off or auto", 2)
+    check_session_flags(resume, continue_, tools)
     if not sys.stdin.isatty():
         fail("acagent chat needs a terminal on stdin; use `acagent run PROMPT` in scripts", 2)
     settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)

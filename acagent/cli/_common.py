@@ -13,9 +13,10 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
+import typer
 
 from acagent.cli._app import fail
 from acagent.errors import AcagentError, find_acagent_error
@@ -28,6 +29,28 @@ __all__ = ["Opened", "build_settings", "open_client", "run_async", "turn_end_typ
 T = TypeVar("T")
 
 TURN_END = ("turn.completed", "turn.failed", "turn.interrupted")
+
+# Options shared by `run` and `chat` (one definition, one help text).
+ModelOption = Annotated[
+    str | None, typer.Option("--model", "-m", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini.")
+]
+BaseUrlOption = Annotated[str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")]
+ResumeOption = Annotated[str | None, typer.Option("--resume", "-r", help="Session id (or prefix) to resume.")]
+ContinueOption = Annotated[
+    bool, typer.Option("--continue", "-c", help="Resume this directory's latest session.")
+]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Run tools without asking for approval.")]
+ToolsOption = Annotated[
+    str | None, typer.Option("--tools", help="Offer tools to the model: on, off or auto.")
+]
+
+
+def check_session_flags(resume: str | None, continue_: bool, tools: str | None) -> None:
+    """Exit with a usage error for contradictory or invalid session flags."""
+    if resume and continue_:
+        fail("--resume and --continue cannot be combined", 2)
+    if tools is not None and tools not in ("on", "off", "auto"):
+        fail("--tools takes on, off or auto", 2)
 
 
 def turn_end_types() -> tuple[str, ...]:

@@ -14,7 +14,19 @@ from typing import Annotated, Any
 import typer
 
 from acagent.cli._app import app, fail
-from acagent.cli._common import TURN_END, build_settings, open_client, run_async
+from acagent.cli._common import (
+    TURN_END,
+    BaseUrlOption,
+    ContinueOption,
+    ModelOption,
+    ResumeOption,
+    ToolsOption,
+    YesOption,
+    build_settings,
+    check_session_flags,
+    open_client,
+    run_async,
+)
 
 __all__ = ["run_command"]
 
@@ -24,35 +36,22 @@ def run_command(
     prompt: Annotated[
         str | None, typer.Argument(help="The message; omit with --resume to finish an interrupted turn.")
     ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini.")
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="Provider base URL (else *_BASE_URL).")
-    ] = None,
-    resume: Annotated[
-        str | None, typer.Option("--resume", "-r", help="Session id (or prefix) to resume.")
-    ] = None,
-    continue_: Annotated[
-        bool, typer.Option("--continue", "-c", help="Resume this directory's latest session.")
-    ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run tools without asking for approval.")] = False,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    resume: ResumeOption = None,
+    continue_: ContinueOption = False,
+    yes: YesOption = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print every event envelope as one JSON line.")
     ] = False,
-    tools: Annotated[
-        str | None, typer.Option("--tools", help="Offer tools to the model: on, off or auto.")
-    ] = None,
+    tools: ToolsOption = None,
 ) -> None:
     """Run one turn and print the final answer."""
-    if resume and continue_:
-        fail("--resume and --continue cannot be combined", 2)
+    check_session_flags(resume, continue_, tools)
     if prompt is None and not resume and not continue_:
         fail("give a PROMPT, or --resume ID to finish an interrupted turn", 2)
     if prompt is not None and not prompt.strip():
         fail("the prompt is empty; give the model something to answer", 2)
-    if tools is not None and tools not in ("on", "off", "auto"):
-        fail("--tools takes on, off or auto", 2)
     settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
     code = run_async(lambda: _run(settings, prompt, resume, continue_, json_out, model))
     raise typer.Exit(code)
