@@ -247,7 +247,7 @@ def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | Non
     plan = ImportPlan(
         session_id=sid,
         cwd=str(first.payload.get("cwd") or "/"),
-        title=first.payload.get("title"),
+        title=first.payload.get("title") or _first_user_text(events),
         model=first.payload.get("model"),
         created_at=first.ts,
         status=status,
@@ -345,3 +345,11 @@ async def import_transcript(journal: SqliteJournal, file: Path, sessions_dir: Pa
     if read.damaged:
         dest.with_suffix(".jsonl.corrupt").write_bytes(b"\n".join(read.damaged) + b"\n")
     return ImportResult(session_id=plan.session_id, events=len(rows), warning=plan.warning, path=dest)
+
+
+def _first_user_text(events: list[Event]) -> str | None:
+    """The session title acagent gives a session: its first user message, whitespace folded."""
+    for event in events:
+        if event.type == "user.message" and event.payload.get("text"):
+            return " ".join(str(event.payload["text"]).split())[:80] or None
+    return None
