@@ -134,8 +134,10 @@ async def _ask_approval(payload: dict[str, Any], interactive: bool) -> str:
 
     if not interactive:
         return "deny"
-    what = payload.get("command") or payload.get("arguments")
-    question = f"Allow {payload.get('name')} {what!r}? [y]es / [n]o / [a]lways: "
+    from acagent.render import approval_text, safe_text
+
+    name = safe_text(str(payload.get("name"))).text
+    question = f"Allow {name}?\n{approval_text(payload)}\n[y]es / [n]o / [a]lways: "
 
     def ask() -> str:
         sys.stderr.write(question)

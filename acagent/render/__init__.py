@@ -5,13 +5,20 @@ Printing happens only here and in :mod:`acagent.cli`; every other module produce
 
 from __future__ import annotations
 
+from acagent.render._approval import approval_lines, approval_text, safe_rich
 from acagent.render._live import EventRenderer
+from acagent.render._safe import SafeText, safe_text, visible
 from acagent.render._sessions import sessions_table, show_session, status_style, summarize_steps
-from acagent.render._stream import StreamWriter, visible
+from acagent.render._stream import StreamWriter
 
 __all__ = [
     "EventRenderer",
+    "SafeText",
     "StreamWriter",
+    "approval_lines",
+    "approval_text",
+    "safe_rich",
+    "safe_text",
     "sessions_table",
     "show_session",
     "status_style",

@@ -21,7 +21,6 @@ streaming right now in another process) is shown as the partial text so far.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from acagent.events import Event
+from acagent.render._approval import approval_lines, safe_rich
 from acagent.render._stream import StreamWriter, visible
 
 __all__ = ["EventRenderer"]
@@ -253,15 +253,17 @@ class EventRenderer:
         args = p.get("arguments") or {}
         self._tools[str(p.get("tool_call_id"))] = _ToolState(name)
         head = Text("● ", style="cyan")
-        head.append(name, style="bold cyan")
+        head.append(visible(name), style="bold cyan")
         if name == "shell" and isinstance(args.get("command"), str):
-            lines = visible(args["command"]).split("\n")
-            head.append(" $ " + lines[0], style="bold")
+            lines = safe_rich(args["command"], "bold").split("\n")
+            head.append(" $ ", style="bold").append_text(lines[0])
             self._line(head)
-            if len(lines) > 1:
-                self._block("\n".join(lines[1:]), "bold", 5, prefix="    ")
+            for line in lines[1:6]:
+                self._line(Text("    ").append_text(line))
+            if len(lines) > 6:
+                self._line(f"    … ({len(lines) - 6} more lines)", "dim")
         else:
-            head.append(" " + visible(_format_args(args)), style="")
+            head.append(" ").append_text(safe_rich(_format_args(args)))
             self.finish_line()
             self.console.print(head, highlight=False, no_wrap=True, overflow="ellipsis", crop=True)
         if p.get("arguments_error"):
@@ -312,26 +314,16 @@ class EventRenderer:
         name = str(p.get("name", "?"))
         if p.get("tool_call_id") in self._resolved:
             if p.get("kind") == "question":
-                self._line(f"  ? {p.get('question') or ''}", "bold")
+                self._line(Text("  ? ").append_text(safe_rich(str(p.get("question") or ""), "bold")))
             return
         self._pending_approval = dict(p)
-        body: list[Text] = []
+        body = approval_lines(p)
         if p.get("kind") == "question":
-            body.append(Text(visible(str(p.get("question") or "")), style="bold"))
             body.append(Text("type your answer", style="dim"))
             title = "question from the agent"
         else:
-            command = p.get("command")
-            if isinstance(command, str):
-                body.append(Text("$ " + visible(command), style="bold"))
-            else:
-                dumped = json.dumps(p.get("arguments") or {}, indent=2, ensure_ascii=False)
-                lines = dumped.split("\n")
-                if len(lines) > 15:
-                    lines = [*lines[:15], f"… ({len(lines) - 15} more lines)"]
-                body.append(Text("\n".join(lines)))
             body.append(Text("allow? [y]es / [n]o / [a]lways", style="bold yellow"))
-            title = f"approval needed: {name}"
+            title = f"approval needed: {visible(name)}"
         self.finish_line()
         self.console.print(
             Panel(Group(*body), title=title, title_align="left", border_style="yellow", expand=False),

@@ -9,7 +9,7 @@ or replace a raw markdown reply by its rendering. On anything else (a pipe, a fi
 ``StringIO``) the text is written as is and nothing is rewound.
 
 Model and tool text can hold terminal control sequences; :func:`visible` turns every control
-character but newline and tab into a visible escape, so no text can move the cursor, retitle the
+character but newline and tab (and bidi controls) into a visible escape, so no text can move the cursor, retitle the
 terminal or hide part of a command shown for approval.
 """
 
@@ -23,15 +23,11 @@ from rich.control import Control
 from rich.segment import ControlType
 from rich.text import Text
 
+from acagent.render._safe import visible
+
 __all__ = ["StreamWriter", "visible"]
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
 _TOKENS = re.compile(r"\n|[^\S\n]+|[^\s]+")
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters (but ``\\n`` and ``\\t``) shown as ``\\xNN`` escapes."""
-    return text.translate(_CONTROL)
 
 
 class StreamWriter:

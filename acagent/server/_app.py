@@ -286,9 +286,17 @@ def _page_html() -> bytes:
     return resources.files("acagent.server").joinpath("static/index.html").read_bytes()
 
 
+STATIC_TYPES = {
+    "app.js": "text/javascript; charset=utf-8",
+    "md.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+"""The page's static files (``acagent/server/static/``) and their media types: nothing else is served."""
+
 PAGE_HEADERS = {
+    # No inline script or style: the page loads /static/app.js and /static/app.css only.
     "content-security-policy": (
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
         "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "x-frame-options": "DENY",
@@ -369,6 +377,18 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.get("/", include_in_schema=False)
     async def index() -> Response:
         return Response(page, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+
+    static = {
+        name: resources.files("acagent.server").joinpath(f"static/{name}").read_bytes()
+        for name in STATIC_TYPES
+        if resources.files("acagent.server").joinpath(f"static/{name}").is_file()
+    }
+
+    @app.get("/static/{name}", include_in_schema=False)
+    async def static_file(name: str) -> Response:
+        if name not in static:
+            return _envelope(404, "not_found", f"no static file {name!r}")
+        return Response(static[name], media_type=STATIC_TYPES[name], headers=PAGE_HEADERS)
 
     @app.get("/login", include_in_schema=False)
     async def login(token: str = "") -> Response:

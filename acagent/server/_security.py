@@ -58,7 +58,8 @@ COOKIE_NAME = "acagent_session"
 SUBPROTOCOL = "acagent.v1"
 """The WebSocket subprotocol the daemon selects when a client offers it."""
 BEARER_PROTOCOL_PREFIXES = ("acagent.bearer.", "bearer.")
-PUBLIC_PATHS = frozenset({"/", "/login"})
+PUBLIC_PATHS = frozenset({"/", "/login", "/static/app.js", "/static/app.css", "/static/md.js"})
+"""The page and its static files (no data), and the login URL: served without a credential."""
 """Paths served without a credential (Host and Origin are still checked)."""
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})

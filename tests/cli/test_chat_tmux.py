@@ -341,3 +341,23 @@ def test_retry_after_partial_output_shows_only_the_retried_reply(term: Tmux, moc
     history = term.wait_chat_prompt()[mark:]
     assert "I'll start by" not in history
     assert "done" in [line.strip() for line in history.splitlines()]
+
+
+def test_approval_shows_hidden_characters_escaped(term: Tmux, mock: MockProvider) -> None:
+    """F65: a command with bidi overrides, zero-width and control characters is shown escaped,
+    with a warning, in the approval panel (the raw characters never reach the terminal)."""
+    command = "echo safe \u202e;lmth.exe\u202c\x1b[2K\rrm\u200b -rf nothing"
+    mock.script(openai_tool_calls([("call_h", "shell", {"command": command})]), TextReply("denied, fine"))
+    term.type(f"acagent chat --model openai:mock --base-url {mock.openai_base_url}")
+    term.wait_chat_prompt()
+    term.type("run it")
+    screen = term.wait_text("allow? [y/n/a]")
+    assert "$ echo safe \\u202e;lmth.exe\\u202c\\x1b[2K\\x0drm\\u200b -rf nothing" in screen
+    assert "⚠ hidden characters shown escaped: 2 bidi control, 2 control, 1 zero-width" in screen
+    for hidden in ("\u202e", "\u202c", "\u200b"):
+        assert hidden not in screen
+    term.type("n")
+    term.wait_text("denied, fine")
+    term.wait_chat_prompt()
+    term.type("/exit")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")

@@ -2,7 +2,8 @@
 
 Login URL → session page; send a message and watch the text stream; approve a tool call with the
 button; cancel a turn; restart the daemon on the same port (the connection drops) and check the page
-reconnects with its cursor: every seq rendered exactly once. Saves ``docs/screenshots/web.png``.
+reconnects with its cursor: every seq rendered exactly once. Screenshots go to ``docs/screenshots/``
+only when ``ACAGENT_SCREENSHOTS=1`` (tests never rewrite tracked files by default).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from tests.server.conftest import Daemon, wait_for
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "web.png"
+SAVE_SCREENSHOTS = os.environ.get("ACAGENT_SCREENSHOTS") == "1"
+"""Regenerate docs/screenshots/*.png (off by default: tests must not rewrite tracked files)."""
+CORPUS = json.loads((Path(__file__).resolve().parents[1] / "render" / "unsafe_corpus.json").read_text())
 
 pytestmark = [
     pytest.mark.chromium,
@@ -67,14 +71,19 @@ class Browser:
         )
         self.conn = wsc.connect(pages[0]["webSocketDebuggerUrl"], max_size=None).__enter__()
         self._ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []
+        """CDP events received so far (console messages, exceptions, log entries)."""
         self.call("Page.enable")
         self.call("Runtime.enable")
+        self.call("Log.enable")
 
     def call(self, method: str, **params: Any) -> Any:
         msg_id = next(self._ids)
         self.conn.send(json.dumps({"id": msg_id, "method": method, "params": params}))
         while True:
             msg = json.loads(self.conn.recv(timeout=30))
+            if "method" in msg:
+                self.events.append(msg)
             if msg.get("id") == msg_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
@@ -90,7 +99,23 @@ class Browser:
         self.call("Page.navigate", url=url)
         wait_for(lambda: self.js("document.readyState") == "complete", 15, what=f"load {url}")
 
+    def errors(self) -> list[str]:
+        """Console errors, uncaught exceptions and CSP violations reported so far."""
+        out = []
+        for e in self.events:
+            params = e.get("params", {})
+            if e["method"] == "Runtime.exceptionThrown":
+                out.append(json.dumps(params.get("exceptionDetails", {}))[:500])
+            elif e["method"] == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+                out.append(params["entry"].get("text", ""))
+            elif e["method"] == "Runtime.consoleAPICalled" and params.get("type") == "error":
+                out.append(json.dumps(params.get("args", []))[:500])
+        return out
+
     def screenshot(self, path: Path) -> None:
+        """Save a PNG of the page at ``path`` when ``ACAGENT_SCREENSHOTS=1`` (else nothing)."""
+        if not SAVE_SCREENSHOTS:
+            return
         data = self.call("Page.captureScreenshot", format="png")["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
@@ -203,4 +228,49 @@ def test_page_streams_approves_cancels_and_reconnects(
         browser.screenshot(SCREENSHOT.with_name("web-after-reconnect.png"))
     finally:
         browser.close()
-    assert SCREENSHOT.stat().st_size > 10_000
+    assert not SAVE_SCREENSHOTS or SCREENSHOT.stat().st_size > 10_000
+
+
+def test_page_has_no_inline_script_and_shows_approvals_faithfully(
+    start_daemon: Any, workspace: Path, tmp_path: Path, mock: MockProvider
+) -> None:
+    """F65/F66: the CSP allows scripts from 'self' only (the page still works under it), and an
+    approval card shows hidden characters escaped with a warning, by the rule the terminal uses
+    (the shared corpus gives the same text and counts in the page as in Python)."""
+    d: Daemon = start_daemon()
+    page = httpx.get(f"{d.url}/")
+    csp = page.headers["content-security-policy"]
+    assert "unsafe-inline" not in csp and "script-src 'self'" in csp
+    assert "<script>" not in page.text and " on" not in page.text.split("<body>", 1)[1].split("=", 1)[0]
+    for name, kind in (("app.js", "javascript"), ("app.css", "css")):
+        r = httpx.get(f"{d.url}/static/{name}")
+        assert r.status_code == 200 and kind in r.headers["content-type"], name
+    assert httpx.get(f"{d.url}/static/../_app.py").status_code in (401, 404)
+    sid = d.create(workspace, title="faithful")["id"]
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.goto(f"{d.url}/login?token={d.token}")
+        browser.goto(f"{d.url}/?cwd={workspace}#{sid}")
+        wait_for(lambda: browser.js("window.acagent && window.acagent.sid") == sid, 15, what="page attached")
+        for case in CORPUS:
+            got = browser.js(f"(() => {{ const r = window.acagentSafe({json.dumps(case['input'])}); "
+                             "return [r.text, r.counts]; })()")  # fmt: skip
+            assert got == [case["shown"], case["counts"]], case["name"]
+        command = "cat notes.txt \u202e;lmth.exe\u202c\x1b[2K\x07rm\u200b -rf ~"  # no line break: the mock reads the last line
+        browser.js(
+            f"document.getElementById('text').value = {json.dumps('shell ' + command)}; "
+            "document.getElementById('composer').requestSubmit(); true"
+        )
+        wait_for(lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 1, 15)
+        card = browser.js("document.querySelector('#approvals .card').innerText")
+        for hidden in ("\u202e", "\u202c", "\u200b", "\x1b", "\x07"):
+            assert hidden not in card, repr(hidden)
+        assert "\\u202e;lmth.exe\\u202c\\x1b[2K\\x07rm\\u200b -rf ~" in card
+        assert "⚠ hidden characters shown escaped: 2 bidi control, 2 control, 1 zero-width" in card
+        assert browser.js("document.querySelectorAll('#approvals .card .esc').length") == 5
+        browser.screenshot(SCREENSHOT.with_name("web-approval-escaped.png"))
+        browser.js("document.querySelector('#approvals .card button[data-decision=deny]').click(); true")
+        d.wait_status(sid, ("done",))
+        assert browser.errors() == []  # no CSP violation, no exception
+    finally:
+        browser.close()

@@ -1,0 +1,348 @@
+"use strict";
+// State of the open session. `last` is the highest seq rendered: every (re)connect asks for
+// since=last, so nothing is lost or shown twice; `seen` drops duplicates (and re-sent approvals).
+const S = { sid: null, last: 0, ws: null, gen: 0, backoff: 0, timer: null, seen: new Set(),
+            rendered: [], streams: {}, tools: {}, approvals: {}, status: "", reconnects: 0, text: "" };
+window.acagent = S;
+const $ = (id) => document.getElementById(id);
+
+// ---------------------------------------------------------------- faithful display
+// The page's copy of acagent/render/_safe.py `safe_text` (tested against the same corpus,
+// tests/render/unsafe_corpus.json): control, bidi, zero-width, other format/invisible characters
+// and non-ASCII spaces are shown as escapes (\x1b, \u202e, \U000e0041) and counted per kind.
+const SAFE_BIDI = new Set([0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+                           0x2066, 0x2067, 0x2068, 0x2069]);
+const SAFE_ZW = new Set([0x180E, 0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF]);
+const SAFE_BLANK = new Set([0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800]);
+const SAFE_KINDS = { control: "control", bidi: "bidi control", "zero-width": "zero-width",
+                     invisible: "invisible/format", space: "non-ASCII space" };
+function safeKind(ch) {
+  const cp = ch.codePointAt(0);
+  if (cp < 0x80) return (cp < 0x20 || cp === 0x7F) && cp !== 9 && cp !== 10 ? "control" : null;
+  if (SAFE_BIDI.has(cp)) return "bidi";
+  if (SAFE_ZW.has(cp)) return "zero-width";
+  if (SAFE_BLANK.has(cp)) return "invisible";
+  if (/^[\p{Cc}\p{Zl}\p{Zp}]$/u.test(ch)) return "control";
+  if (/^[\p{Cf}\p{Cs}]$/u.test(ch)) return "invisible";
+  if (/^\p{Zs}$/u.test(ch)) return "space";
+  return null;
+}
+function safeEscape(ch) {
+  const cp = ch.codePointAt(0), h = cp.toString(16);
+  if (cp <= 0xFF) return "\\x" + h.padStart(2, "0");
+  if (cp <= 0xFFFF) return "\\u" + h.padStart(4, "0");
+  return "\\U" + h.padStart(8, "0");
+}
+// {parts: [[chunk, escaped]], counts: {kind: n}, text, warning}
+function safeParts(s) {
+  const parts = [], counts = {};
+  let plain = "";
+  for (const ch of String(s)) {
+    const kind = safeKind(ch);
+    if (kind === null) { plain += ch; continue; }
+    if (plain) { parts.push([plain, false]); plain = ""; }
+    parts.push([safeEscape(ch), true]);
+    counts[kind] = (counts[kind] || 0) + 1;
+  }
+  if (plain) parts.push([plain, false]);
+  const found = Object.entries(counts).map(([k, n]) => n + " " + SAFE_KINDS[k]).join(", ");
+  return { parts, counts, text: parts.map((p) => p[0]).join(""),
+           warning: found ? "⚠ hidden characters shown escaped: " + found : null };
+}
+window.acagentSafe = safeParts;
+// A node showing `s` under that rule: escapes in <span class="esc">, text only via textContent.
+function safeNode(tag, cls, s) {
+  const node = el(tag, cls);
+  for (const [chunk, escaped] of safeParts(s).parts) {
+    node.append(escaped ? el("span", "esc", chunk) : document.createTextNode(chunk));
+  }
+  return node;
+}
+function jsonStrings(v) {
+  if (typeof v === "string") return [v];
+  if (Array.isArray(v)) return v.flatMap(jsonStrings);
+  if (v && typeof v === "object") return Object.entries(v).flatMap(([k, x]) => [k, ...jsonStrings(x)]);
+  return [];
+}
+// What an approval asks (command, question or arguments), escaped, plus the warning if any:
+// the page's copy of acagent/render/_approval.py `approval_lines`.
+function approvalNodes(p) {
+  let raw, warn;
+  if (p.kind === "question") raw = p.question || "";
+  else if (typeof p.command === "string") raw = "$ " + p.command;
+  else {
+    raw = JSON.stringify(p.arguments || {}, null, 2);
+    const lines = raw.split("\n");
+    if (lines.length > 40) raw = lines.slice(0, 40).join("\n") + "\n… (" + (lines.length - 40) + " more lines)";
+    warn = safeParts(jsonStrings(p.arguments || {}).join("\n")).warning;
+  }
+  if (!warn) warn = safeParts(raw).warning;
+  const nodes = [safeNode("code", "", raw)];
+  if (warn) nodes.push(el("div", "warnline", warn));
+  return nodes;
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+async function api(method, path, body) {
+  const opts = { method, credentials: "same-origin", headers: {} };
+  if (body !== undefined) { opts.headers["content-type"] = "application/json"; opts.body = JSON.stringify(body); }
+  const r = await fetch(path, opts);
+  let data = null;
+  try { data = await r.json(); } catch (_) {}
+  if (r.status === 401) showLogin();
+  if (!r.ok) {
+    const e = (data && data.error) || { code: "http_" + r.status, message: "HTTP " + r.status };
+    const err = new Error(e.message); err.code = e.code; err.status = r.status; err.detail = e.detail;
+    throw err;
+  }
+  return data;
+}
+
+function showLogin() {
+  if ($("login")) return;
+  $("log").replaceChildren($("tpl-login").content.cloneNode(true));
+}
+
+function setErr(msg) { $("err").textContent = msg || ""; }
+
+async function listSessions() {
+  setErr("");
+  const cwd = $("cwd").value.trim();
+  localStorage.setItem("acagent.cwd", cwd);
+  try {
+    const rows = await api("GET", "/v1/sessions" + (cwd ? "?cwd=" + encodeURIComponent(cwd) : ""));
+    const ul = $("sessions"); ul.replaceChildren();
+    for (const s of rows) {
+      const li = el("li"); li.dataset.id = s.id;
+      if (s.id === S.sid) li.classList.add("active");
+      li.append(el("div", "t", s.title || "(untitled)"),
+                el("div", "m", s.status + " · " + s.id.slice(0, 16) + " · seq " + s.last_seq +
+                                (s.pending_approvals.length ? " · approval pending" : "")),
+                el("div", "m", cwd ? "" : s.cwd));
+      li.onclick = () => openSession(s.id);
+      ul.append(li);
+    }
+    if (!rows.length) ul.append(el("li", "m", "No sessions here yet."));
+  } catch (e) { setErr(e.message); }
+}
+
+async function createSession() {
+  setErr("");
+  const cwd = $("cwd").value.trim();
+  try {
+    const s = await api("POST", "/v1/sessions", { cwd });
+    await listSessions();
+    openSession(s.id);
+  } catch (e) { setErr(e.message); }
+}
+
+function openSession(id) {
+  if (S.ws) { S.gen++; S.ws.onclose = null; S.ws.close(); S.ws = null; }
+  clearTimeout(S.timer);
+  Object.assign(S, { sid: id, last: 0, backoff: 0, seen: new Set(), rendered: [], streams: {}, tools: {},
+                     approvals: {}, status: "", text: "" });
+  $("log").replaceChildren(); $("approvals").replaceChildren();
+  $("text").disabled = $("send").disabled = $("cancel").disabled = false;
+  for (const li of document.querySelectorAll("#sessions li")) li.classList.toggle("active", li.dataset.id === id);
+  $("shead").textContent = "Session " + id;
+  history.replaceState(null, "", "#" + id);
+  connect();
+}
+
+function setConn(text, cls) { const c = $("conn"); c.textContent = text; c.className = cls || ""; }
+
+function connect() {
+  if (!S.sid) return;
+  const gen = ++S.gen, sid = S.sid;
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host +
+              "/v1/sessions/" + encodeURIComponent(sid) + "/attach?since=" + S.last;
+  let ws;
+  try { ws = new WebSocket(url, ["acagent.v1"]); } catch (e) { scheduleReconnect(gen); return; }
+  S.ws = ws;
+  setConn("connecting… (since " + S.last + ")", "down");
+  ws.onopen = () => { if (gen === S.gen) setConn("live · since " + S.last, "up"); };
+  ws.onmessage = (m) => {
+    if (gen !== S.gen) return;
+    let ev; try { ev = JSON.parse(m.data); } catch (_) { return; }
+    S.backoff = 0;
+    if (ev.replay) {                       // a re-sent pending approval: never moves the cursor
+      if (!S.seen.has(ev.seq)) { S.seen.add(ev.seq); render(ev); }
+      return;
+    }
+    if (ev.seq <= S.last || S.seen.has(ev.seq)) return;   // duplicate
+    S.last = ev.seq; S.seen.add(ev.seq); S.rendered.push(ev.seq);
+    render(ev);
+  };
+  ws.onclose = (c) => {
+    if (gen !== S.gen) return;
+    S.ws = null;
+    setConn("disconnected (" + c.code + (c.reason ? ": " + c.reason : "") + ") · retrying", "down");
+    scheduleReconnect(gen, c.code);
+  };
+}
+
+async function scheduleReconnect(gen, code) {
+  if (gen !== S.gen) return;
+  S.backoff = Math.min(10000, S.backoff ? S.backoff * 2 : 250);
+  const delay = S.backoff * (0.75 + Math.random() / 2);
+  S.reconnects++;
+  if (code === 1006 || code === undefined) {       // handshake refused? tell 404/401 from a drop
+    try { await api("GET", "/v1/sessions/" + encodeURIComponent(S.sid)); }
+    catch (e) {
+      if (e.status === 404 || e.status === 401) { setConn("session unavailable: " + e.message, "down"); return; }
+    }
+  }
+  S.timer = setTimeout(() => { if (gen === S.gen) connect(); }, delay);
+}
+
+// ---------------------------------------------------------------- rendering
+
+function add(node) {
+  const log = $("log");
+  const stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+  log.append(node);
+  if (stick) log.scrollTop = log.scrollHeight;
+  return node;
+}
+function note(text, cls) { return add(el("div", "note " + (cls || ""), text)); }
+function stream(p) {
+  const key = (p.step_id || "") + "|" + (p.kind || "text");
+  let s = S.streams[key];
+  if (!s) {
+    s = S.streams[key] = { node: add(el("div", "msg assistant streaming" + (p.kind === "reasoning" ? " reasoning" : ""), "")),
+                           text: "", step: p.step_id || "" };
+  }
+  return s;
+}
+function dropPartial() {                // llm.retry supersedes the failed attempt's partial text
+  for (const [k, s] of Object.entries(S.streams)) {
+    if (!s.final) { s.node.remove(); delete S.streams[k]; }
+  }
+}
+function short(v, n) { const t = typeof v === "string" ? v : JSON.stringify(v); return t.length > n ? t.slice(0, n) + " …" : t; }
+
+function render(ev) {
+  const p = ev.payload || {};
+  switch (ev.type) {
+    case "session.created":
+      $("shead").textContent = "Session " + ev.session_id + " · " + (p.model || "") + " · " + p.cwd; break;
+    case "session.status":
+      S.status = p.status; $("hinfo").textContent = "status: " + p.status; break;
+    case "user.message": add(el("div", "msg user", p.text)); break;
+    case "assistant.delta": {
+      const s = stream(p); s.text += p.text; s.node.textContent = s.text; S.text = s.text; break;
+    }
+    case "llm.retry":
+      dropPartial();
+      note("model call failed (" + (p.reason || "error") + "); retrying, attempt " + (p.attempt + 1), "warn"); break;
+    case "assistant.message": {
+      let key = (p.step_id || "") + "|text";
+      if (!S.streams[key]) {          // e.g. the partial text kept after a cancel names no step: adopt the open stream
+        const open = Object.keys(S.streams).filter((k) => k.endsWith("|text") && !S.streams[k].final);
+        if (open.length) key = open[open.length - 1];
+      }
+      let s = S.streams[key];
+      if (!p.text) { if (s) { s.node.remove(); delete S.streams[key]; } break; }
+      if (!s) s = S.streams[key] = { node: add(el("div", "msg assistant", "")), step: p.step_id || "" };
+      s.final = true; s.node.classList.remove("streaming");
+      s.node.textContent = p.text + (p.interrupted ? "  [interrupted]" : "");
+      S.text = p.text;
+      const r = S.streams[(p.step_id || "") + "|reasoning"]; if (r) r.final = true;
+      break;
+    }
+    case "tool.call": {
+      const node = add(el("div", "msg tool"));
+      node.append(el("div", "", "⚙ " + p.name + " " + short(p.arguments, 400)));
+      const out = el("pre", "out", ""); node.append(out);
+      S.tools[p.tool_call_id] = { node, out, len: 0 }; break;
+    }
+    case "tool.output": {
+      const t = S.tools[p.tool_call_id]; if (!t) break;
+      if (t.len < 20000) { t.out.textContent += p.text; t.len += p.text.length; } break;
+    }
+    case "tool.result": {
+      let t = S.tools[p.tool_call_id];
+      if (!t) { const node = add(el("div", "msg tool")); t = { node, out: el("pre", "out", ""), len: 0 }; node.append(t.out); }
+      if (p.status !== "ok") t.node.classList.add(p.status === "error" ? "err" : "int");
+      if (!t.len) t.out.textContent = short(p.content || "", 4000);
+      t.node.append(el("div", "note " + (p.status === "ok" ? "ok" : "warn"),
+                       "→ " + p.status + (p.exit_code != null ? " (exit " + p.exit_code + ")" : "")));
+      break;
+    }
+    case "approval.requested": showApproval(ev); break;
+    case "approval.resolved": {
+      const card = S.approvals[p.tool_call_id]; if (card) { card.remove(); delete S.approvals[p.tool_call_id]; }
+      note("approval " + p.tool_call_id + ": " + p.decision + (p.reason ? " (" + p.reason + ")" : ""), "ok"); break;
+    }
+    case "turn.completed": note("turn completed", "ok"); refreshSoon(); break;
+    case "turn.interrupted": note("turn interrupted (" + (p.reason || "user") + ")", "warn"); refreshSoon(); break;
+    case "turn.failed": note("turn failed: " + (p.message || ""), "err"); refreshSoon(); break;
+    case "error": note((p.code ? p.code + ": " : "") + (p.message || ""), "err"); break;
+    case "usage": $("hinfo").textContent = "status: " + (S.status || "?") + " · tokens " +
+                  (p.session_input_tokens || 0) + " in / " + (p.session_output_tokens || 0) + " out"; break;
+    default: break;
+  }
+}
+
+let refreshTimer = null;
+function refreshSoon() { clearTimeout(refreshTimer); refreshTimer = setTimeout(listSessions, 300); }
+
+function showApproval(ev) {
+  const p = ev.payload;
+  if (S.approvals[p.tool_call_id]) return;
+  const card = el("div", "card"); card.dataset.id = p.tool_call_id;
+  card.append(el("div", "", p.kind === "question" ? "The agent asks:" : "Allow " + safeParts(p.name).text + "?"),
+              ...approvalNodes(p));
+  const row = el("div", "row");
+  const answer = async (decision, text) => {
+    try { await api("POST", "/v1/sessions/" + encodeURIComponent(S.sid) + "/approvals/" + encodeURIComponent(p.tool_call_id),
+                    text === undefined ? { decision } : { decision, answer: text }); }
+    catch (e) { card.remove(); delete S.approvals[p.tool_call_id]; note(e.message, e.status === 404 ? "warn" : "err"); }
+  };
+  if (p.kind === "question") {
+    const inp = el("input"); inp.placeholder = "Your answer";
+    const b = el("button", "primary", "Answer"); b.onclick = () => answer("allow", inp.value);
+    row.append(inp, b);
+  } else {
+    for (const [label, d, cls] of [["Allow", "allow", "primary"], ["Always", "always", ""], ["Deny", "deny", "danger"]]) {
+      const b = el("button", cls, label); b.type = "button"; b.dataset.decision = d; b.onclick = () => answer(d); row.append(b);
+    }
+  }
+  card.append(row);
+  $("approvals").append(card);
+  S.approvals[p.tool_call_id] = card;
+}
+
+// ---------------------------------------------------------------- input
+
+async function send(ev) {
+  if (ev) ev.preventDefault();
+  const text = $("text").value;
+  if (!S.sid || !text.trim()) return;
+  try {
+    await api("POST", "/v1/sessions/" + encodeURIComponent(S.sid) + "/messages", { text });
+    $("text").value = "";
+  } catch (e) {
+    note(e.code === "session_busy" ? "a turn is running; wait or cancel it" : e.message, "warn");
+  }
+}
+async function cancel() {
+  if (!S.sid) return;
+  try { await api("POST", "/v1/sessions/" + encodeURIComponent(S.sid) + "/cancel"); }
+  catch (e) { note(e.message, "err"); }
+}
+
+$("composer").addEventListener("submit", send);
+$("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) send(e); });
+$("cancel").onclick = cancel;
+$("refresh").onclick = listSessions;
+$("create").onclick = createSession;
+$("cwd").addEventListener("keydown", (e) => { if (e.key === "Enter") listSessions(); });
+$("cwd").value = new URLSearchParams(location.search).get("cwd") || localStorage.getItem("acagent.cwd") || "";
+listSessions().then(() => { if (location.hash.length > 1) openSession(decodeURIComponent(location.hash.slice(1))); });
