@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "AcagentError",
     "ApprovalNotFound",
+    "BudgetExceeded",
     "ConcurrencyCap",
     "ConfigError",
     "InvalidTransition",
@@ -107,6 +108,17 @@ class ConcurrencyCap(AcagentError):
     """Raised when the registry already runs ``max_concurrent_sessions`` turns."""
 
     code = "concurrency_cap"
+    status_code = 429
+
+
+class BudgetExceeded(AcagentError):
+    """Raised when a cost/token/turn cap (``[limits]``) is reached.
+
+    ``detail`` is ``{"scope": "session"|"daily", "limit": <cap>, "used": <spent so far>,
+    "unit": "usd"|"tokens"|"turns", "cap": <config key>}`` (see docs/limits.md).
+    """
+
+    code = "budget_exceeded"
     status_code = 429
 
 

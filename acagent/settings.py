@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from acagent.errors import ConfigError
+from acagent.usage._caps import Limits
 
 __all__ = ["ProviderSettings", "Settings", "Timing", "default_home", "load_settings"]
 
@@ -120,10 +121,17 @@ class Settings(BaseModel):
     """Programs the shell tool may run without approval (same rule as an ``always`` answer)."""
     crash_at: str | None = None
     """``ACAGENT_CRASH_AT``: test-only crash point name."""
+    limits: Limits = Field(default_factory=Limits)
+    """``[limits]``: spend, token and turn caps (docs/limits.md)."""
+    pricing: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """``[pricing."PROVIDER:NAME"]``: USD per million tokens, overriding the packaged price table."""
 
     @model_validator(mode="after")
     def _check_timing(self) -> Settings:
         self.timing.check()
+        from acagent.usage._pricing import PriceBook
+
+        PriceBook(self.pricing)  # ValueError (→ ConfigError) for a malformed [pricing] table
         return self
 
     @property
@@ -195,6 +203,13 @@ def load_settings(
         data["durability"] = env["ACAGENT_DURABILITY"]
     if env.get("ACAGENT_MAX_SESSIONS"):
         data["max_sessions"] = env["ACAGENT_MAX_SESSIONS"]
+    cfg_limits = data.get("limits")
+    if (
+        isinstance(cfg_limits, dict)
+        and cfg_limits.get("max_sessions") is not None
+        and "max_sessions" not in data
+    ):
+        data["max_sessions"] = cfg_limits["max_sessions"]  # [limits] max_sessions = the instance cap
     data.update(over)
     try:
         return Settings.model_validate(data)

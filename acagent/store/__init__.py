@@ -19,6 +19,7 @@ from acagent.store._ops import (
     SetTurn,
     UpdateToolCall,
 )
+from acagent.store._usage import RecordUsage, UsageTotals, local_day
 
 __all__ = [
     "ACTIVE",
@@ -31,6 +32,7 @@ __all__ = [
     "InsertToolCall",
     "Lease",
     "Op",
+    "RecordUsage",
     "SessionRow",
     "SetApprovalRules",
     "SetCancel",
@@ -40,5 +42,7 @@ __all__ = [
     "StepRow",
     "ToolCallRow",
     "UpdateToolCall",
+    "UsageTotals",
+    "local_day",
     "new_session_id",
 ]

@@ -37,6 +37,7 @@ from acagent.errors import ApprovalNotFound, JournalError, SessionBusy, SessionN
 from acagent.events import Event, make_payload, now_ts
 from acagent.store._migrations import migrate
 from acagent.store._ops import CONTEXT_TYPES, Op, SetStatus, TxContext
+from acagent.store._usage import UsageQueries
 
 __all__ = ["Lease", "SessionRow", "SqliteJournal", "StepRow", "ToolCallRow", "new_session_id"]
 
@@ -169,7 +170,7 @@ def _map_errors(exc: sqlite3.Error) -> JournalError:
     return JournalError(f"journal error: {msg}")
 
 
-class SqliteJournal:
+class SqliteJournal(UsageQueries):
     """The SQLite implementation of the journal. Open with :meth:`open`; close with :meth:`aclose`."""
 
     def __init__(

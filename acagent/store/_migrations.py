@@ -114,7 +114,14 @@ def m002_transcript_stat(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE session ADD COLUMN transcript_stat TEXT")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_transcript_stat]
+def m003_usage(db: sqlite3.Connection) -> None:
+    """Per-call usage rows and per-session caps (defined in :mod:`acagent.store._usage`)."""
+    from acagent.store._usage import m003_usage as create
+
+    create(db)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_transcript_stat, m003_usage]
 
 
 def migrate(db: sqlite3.Connection) -> list[str]:
