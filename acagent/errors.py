@@ -12,6 +12,10 @@
     ├── ConcurrencyCap                the instance runs its maximum number of sessions      code="concurrency_cap"
     ├── StaleLease                    a write carried a fencing token that was superseded   code="stale_lease"
     ├── InvalidTransition             a status change from a state not in its whitelist     code="invalid_transition"
+    ├── CursorAhead                   a stream cursor above the session's last seq           code="cursor_ahead"
+    ├── DaemonLimit                   a daemon limit refused the request (acagent.server._limits)
+    │   ├── BodyTooLarge              a request body above the JSON body limit               code="body_too_large"
+    │   └── TooManyAttachers          the per-session or total attacher cap is reached       code="too_many_attachers"
     ├── JournalError                  the journal could not be read/written (disk full, ...) code="journal_error"
     └── ProviderError                 the model provider failed                             code="provider_error"
         ├── ProviderHTTPError         a non-2xx answer (status_code, body, headers)
@@ -29,9 +33,12 @@ from typing import Any
 __all__ = [
     "AcagentError",
     "ApprovalNotFound",
+    "BodyTooLarge",
     "BudgetExceeded",
     "ConcurrencyCap",
     "ConfigError",
+    "CursorAhead",
+    "DaemonLimit",
     "InvalidTransition",
     "JournalError",
     "ProviderConnectionError",
@@ -40,6 +47,7 @@ __all__ = [
     "SessionBusy",
     "SessionNotFound",
     "StaleLease",
+    "TooManyAttachers",
     "TranscriptError",
     "UnexpectedModelBehavior",
     "UserError",
@@ -207,3 +215,36 @@ def find_acagent_error(exc: BaseException) -> AcagentError | None:
             if found is not None:
                 return found
     return None
+
+
+class CursorAhead(AcagentError):
+    """Raised when a stream cursor (``since``, ``Last-Event-ID``) is above the session's last seq.
+
+    It happens after the data directory was restored from an older copy, or when a client
+    mixes up sessions. ``detail``: ``{"since": N, "last_seq": L}``; the daemon's streams tell the
+    client with a ``stream.reset`` frame and continue from ``last_seq`` (docs/daemon.md).
+    """
+
+    code = "cursor_ahead"
+    status_code = 409
+
+
+class DaemonLimit(AcagentError):
+    """Base of the daemon's resource limits (one place: ``acagent.server._limits``)."""
+
+    code = "limit_exceeded"
+    status_code = 429
+
+
+class BodyTooLarge(DaemonLimit):
+    """Raised when a request body exceeds the daemon's JSON body limit (``detail.limit_bytes``)."""
+
+    code = "body_too_large"
+    status_code = 413
+
+
+class TooManyAttachers(DaemonLimit):
+    """Raised when a session (or the daemon) already has its maximum of stream attachers."""
+
+    code = "too_many_attachers"
+    status_code = 429

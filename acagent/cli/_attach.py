@@ -51,12 +51,16 @@ def attach_command(
 
 
 async def _attach(settings: Any, info: Any, session_id: str, since: int, json_out: bool) -> int:
-    from acagent.server.client import RemoteSessionClient, _find
+    from acagent.server.client import RemoteSessionClient, _find, cursor_ahead
 
     client = RemoteSessionClient(settings.home, info, session_id)
     try:
         row = await _find(client, session_id)
         client.session_id = str(row["id"])
+        if since > int(row["last_seq"]):
+            # Policy (docs/daemon.md): a cursor above the session's last seq ends attach with one
+            # line and exit 1 — the streams would say the same with a stream.reset frame.
+            raise cursor_ahead(client.session_id, since, row["last_seq"])
         if json_out:
             return await _follow_json(client, since)
         return await _interactive(client, row, since)

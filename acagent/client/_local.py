@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from acagent.errors import CursorAhead
 from acagent.events import Event
 from acagent.runner import SessionRegistry, SubscriberEvicted
 
@@ -40,10 +41,19 @@ class LocalSessionClient:
     async def events(self, since: int = 0) -> AsyncIterator[Event]:
         """See :meth:`SessionClient.events`; re-subscribes from the last seq if evicted.
 
+        Raises:
+            CursorAhead: ``since`` is above the session's last seq (same policy as the daemon).
+
         Approvals still pending whose request is at or before ``since`` are sent first, so a
         client that attaches late can still answer them (F14).
         """
         last = since
+        runner = await self.registry.get_runner(self.session_id)
+        if since > runner.bus.last_seq:
+            raise CursorAhead(
+                f"cursor {since} is ahead of session {self.session_id}'s last seq {runner.bus.last_seq}",
+                detail={"since": since, "last_seq": runner.bus.last_seq},
+            )
         for event in await self.registry.journal.pending_approval_events(self.session_id):
             if event.seq <= since:
                 yield event

@@ -62,6 +62,31 @@ def parse_since(value: str | None, *, name: str = "since") -> int:
     return int(text)
 
 
+RESET_TYPE = "stream.reset"
+"""Type of the frame that answers a cursor above the session's last seq (not an event: no ``seq``)."""
+
+
+def reset_json(since: int, last_seq: int) -> bytes:
+    """The ``stream.reset`` frame: the client's cursor ``since`` is above ``last_seq``.
+
+    ``{"type": "stream.reset", "code": "cursor_ahead", "since": S, "last_seq": L, "message": …}``.
+    The stream continues with the events after ``last_seq``; the client sets its cursor to
+    ``last_seq`` (events it holds above it are not in this session's journal).
+    """
+    return orjson.dumps(
+        {
+            "type": RESET_TYPE,
+            "code": "cursor_ahead",
+            "since": since,
+            "last_seq": last_seq,
+            "message": (
+                f"cursor {since} is ahead of the session's last seq {last_seq} (restored from an older"
+                f" copy?); continuing from {last_seq}"
+            ),
+        }
+    )
+
+
 def replay_json(event: Event) -> bytes:
     """A re-sent pending approval: the original envelope plus ``"replay": true``."""
     return orjson.dumps({**event.to_dict(), "replay": True})
@@ -81,6 +106,7 @@ async def pump(
     *,
     kind: str,
     send_event: Callable[[Event, bool], Awaitable[None]],
+    send_reset: Callable[[int, int], Awaitable[None]],
     wait_disconnect: Callable[[], Awaitable[None]],
     keepalive: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[str, int]:
@@ -92,6 +118,8 @@ async def pump(
         since: exclusive cursor.
         kind: ``ws`` or ``sse`` (names the bus subscription and the stats entry).
         send_event: ``(event, replay)`` → sends one event on the connection.
+        send_reset: ``(since, last_seq)`` → tells the client its cursor is above the session's
+            last seq (``stream.reset``); the stream then continues from ``last_seq``.
         wait_disconnect: returns when the peer went away.
         keepalive: sends a keep-alive (SSE), or None.
 
@@ -166,15 +194,23 @@ async def pump(
 
             async def main() -> None:
                 try:
-                    for event in await pending_approval_events(state.journal, session_id):
-                        if event.seq <= since:
-                            await timed(lambda e=event: send_event(e, True))  # type: ignore[misc]
                     for attempt in range(3):
                         runner = await state.registry.get_runner(session_id)
                         if not runner.bus.closed:
                             break
                         await anyio.sleep(0.05 * (attempt + 1))  # hibernated meanwhile: rebuilt next call
                     prod["runner"] = runner
+                    cursor = since
+                    if since > runner.bus.last_seq:
+                        # A cursor above the session's last seq (a data dir restored from an older
+                        # copy, a client that mixed up sessions): tell the client where the session
+                        # stands, then continue from there — never silence.
+                        cursor = runner.bus.last_seq
+                        await timed(lambda: send_reset(since, cursor))
+                        conn["last_seq"] = cursor
+                    for event in await pending_approval_events(state.journal, session_id):
+                        if event.seq <= cursor:
+                            await timed(lambda e=event: send_event(e, True))  # type: ignore[misc]
                     agen = cast(
                         AsyncGenerator[Event, None],
                         runner.subscribe(name, conn["last_seq"], maxsize=opts.queue_events),
@@ -255,6 +291,9 @@ async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
         data = replay_json(event) if replay else event.to_json_bytes()
         await websocket.send({"type": "websocket.send", "text": data.decode()})
 
+    async def send_reset(since: int, last_seq: int) -> None:
+        await websocket.send({"type": "websocket.send", "text": reset_json(since, last_seq).decode()})
+
     async def wait_disconnect() -> None:
         while True:
             message = await websocket.receive()
@@ -263,7 +302,13 @@ async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
 
     try:
         end, last = await pump(
-            state, session_id, since, kind="ws", send_event=send_event, wait_disconnect=wait_disconnect
+            state,
+            session_id,
+            since,
+            kind="ws",
+            send_event=send_event,
+            send_reset=send_reset,
+            wait_disconnect=wait_disconnect,
         )
     except OSError:
         return
@@ -319,6 +364,15 @@ class SSEStream(Response):
                 )
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
+        async def send_reset(since: int, last_seq: int) -> None:
+            # The id line moves the browser's Last-Event-ID back to the session's last seq.
+            chunk = b"id: %d\nevent: %s\ndata: %s\n\n" % (
+                last_seq,
+                RESET_TYPE.encode(),
+                reset_json(since, last_seq),
+            )
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
         async def keepalive() -> None:
             await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
 
@@ -335,6 +389,7 @@ class SSEStream(Response):
                 self.since,
                 kind="sse",
                 send_event=send_event,
+                send_reset=send_reset,
                 wait_disconnect=wait_disconnect,
                 keepalive=keepalive,
             )

@@ -11,7 +11,8 @@ resumes or creates the session through the HTTP API and yields the same
 reconnects with ``since`` = the highest seq it delivered, with exponential backoff capped at 10 s,
 and drops duplicates by seq. Re-sent pending approvals (``"replay": true``) are delivered once
 and never move the cursor. A 404 from the daemon ends the iteration with
-:class:`~acagent.errors.SessionNotFound`. Error envelopes are mapped back to the
+:class:`~acagent.errors.SessionNotFound`; a ``stream.reset`` frame (the cursor is above the
+session's last seq) with :class:`~acagent.errors.CursorAhead`. Error envelopes are mapped back to the
 :mod:`acagent.errors` class of their ``code`` (``session_busy`` → :class:`SessionBusy`, …), and
 httpx / websockets exceptions never leave this module untranslated.
 """
@@ -40,6 +41,7 @@ __all__ = [
     "DaemonUnavailable",
     "RemoteSessionClient",
     "ReplayedEvent",
+    "cursor_ahead",
     "daemon_info",
     "error_from_envelope",
     "open_remote",
@@ -155,6 +157,9 @@ _CODES: dict[str, type[E.AcagentError]] = {
         E.InvalidTransition,
         E.JournalError,
         E.ProviderError,
+        E.CursorAhead,
+        E.BodyTooLarge,
+        E.TooManyAttachers,
     )
 }
 
@@ -179,6 +184,15 @@ def error_from_envelope(status: int, body: Any) -> E.AcagentError:
         exc.code = code
         exc.status_code = status
     return exc
+
+
+def cursor_ahead(session_id: str, since: Any, last_seq: Any) -> E.CursorAhead:
+    """The :class:`~acagent.errors.CursorAhead` a client raises for a ``stream.reset`` (F30)."""
+    return E.CursorAhead(
+        f"--since {since} is ahead of session {session_id}'s last seq {last_seq} (was the data"
+        f" directory restored from an older copy?); attach with --since {last_seq} or lower",
+        detail={"since": since, "last_seq": last_seq},
+    )
 
 
 @contextmanager
@@ -329,6 +343,8 @@ class RemoteSessionClient:
                     connected = True
                     async for frame in ws:
                         data = orjson.loads(frame)
+                        if data.get("type") == "stream.reset":
+                            raise cursor_ahead(self.session_id, data.get("since"), data.get("last_seq"))
                         seq = int(data["seq"])
                         if data.pop("replay", False):
                             if (start < seq <= last) or seq in replayed:
