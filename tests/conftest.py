@@ -89,3 +89,23 @@ def cli(home: Path) -> Cli:
 def mock() -> Iterator[MockProvider]:
     with MockProvider() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    """One PostgreSQL server for the whole run (tests/pgserver.py); skipped only when Debian's
+    binaries are absent (`.ci/run` installs them, so CI always runs these tests)."""
+    from tests.pgserver import PgServer, find_pg_bin
+
+    bin_dir = find_pg_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL binaries not found under /usr/lib/postgresql/*/bin (apt-get install postgresql)")
+    with PgServer(bin_dir) as server:
+        server.psql("CREATE DATABASE acagent_tests TEMPLATE template0")
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: object) -> str:
+    """The URL of a fresh, empty schema (its own journal) on the session's PostgreSQL server."""
+    return pg_server.create_schema("acagent_tests")  # type: ignore[attr-defined, no-any-return]

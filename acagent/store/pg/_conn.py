@@ -1,0 +1,91 @@
+"""Connecting to the PostgreSQL journal: URL redaction, error translation, retry on a lost connection.
+
+asyncpg errors stay in this package: :func:`pg_errors` turns them into
+:class:`~acagent.errors.JournalError` whose message names the URL without its password. Writes
+are retried by their callers only where a retry is safe (see ``PostgresJournal.commit``: a commit
+carries a commit id so a retry after an unknown outcome finds the commit that did land).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+from acagent.errors import AcagentError, JournalError
+
+__all__ = ["TRANSIENT", "describe", "is_pg_url", "pg_errors", "redact_url"]
+
+
+def is_pg_url(url: str | None) -> bool:
+    """True for ``postgresql://`` / ``postgres://`` URLs."""
+    return bool(url) and str(url).split("://", 1)[0] in ("postgresql", "postgres")
+
+
+def redact_url(url: str) -> str:
+    """``postgresql://user:secret@host:5432/db?x`` → ``postgresql://user@host:5432/db`` (no password, no query)."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.hostname or ""
+        if ":" in netloc:
+            netloc = f"[{netloc}]"
+        if parts.port:
+            netloc += f":{parts.port}"
+        if parts.username:
+            netloc = f"{parts.username}@{netloc}"
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    except ValueError:
+        return "postgresql://(unparseable URL)"
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    import asyncpg
+
+    return (
+        OSError,
+        ConnectionError,
+        asyncpg.ConnectionDoesNotExistError,
+        asyncpg.InterfaceError,
+        asyncpg.CannotConnectNowError,
+        asyncpg.AdminShutdownError,
+        asyncpg.CrashShutdownError,
+        asyncpg.ConnectionFailureError,
+        asyncpg.TooManyConnectionsError,
+    )
+
+
+TRANSIENT: tuple[type[BaseException], ...] = _transient()
+"""Errors after which the server may be back shortly (restart, terminated backend, network)."""
+TRANSIENT_OR_TIMEOUT: tuple[type[BaseException], ...] = (TimeoutError, *TRANSIENT)
+
+
+def describe(exc: BaseException) -> str:
+    """``str(exc)``, or the class name when the message is empty."""
+    return str(exc) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def pg_errors(where: str, what: str = "journal error") -> Iterator[None]:
+    """Translate asyncpg / socket errors into :class:`JournalError` naming ``where`` (a redacted URL)."""
+    import asyncpg
+
+    try:
+        yield
+    except AcagentError:
+        raise
+    except asyncpg.InvalidPasswordError as exc:
+        raise JournalError(
+            f"PostgreSQL refused the credentials for the journal at {where}: {exc}; check the user and password"
+        ) from exc
+    except asyncpg.InvalidCatalogNameError as exc:
+        raise JournalError(f"the journal database at {where} does not exist: {exc}; create it first") from exc
+    except asyncpg.UndefinedTableError as exc:
+        raise JournalError(
+            f"the journal at {where} is missing a table ({exc}); restore the database from a backup"
+        ) from exc
+    except TRANSIENT_OR_TIMEOUT as exc:
+        raise JournalError(
+            f"cannot reach the PostgreSQL journal at {where}: {describe(exc)}; is the server up?"
+        ) from exc
+    except asyncpg.PostgresError as exc:
+        raise JournalError(f"{what} on {where}: {exc}") from exc

@@ -1,0 +1,117 @@
+"""Steps, tool calls and approvals on PostgreSQL (same rows and rules as the SQLite journal)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import fields
+from typing import Any
+
+import orjson
+
+from acagent.errors import ApprovalNotFound
+from acagent.events import Event
+from acagent.store._journal import StepRow, ToolCallRow
+
+__all__ = ["QueryMixin"]
+
+_STEP_COLS = ", ".join(f.name for f in fields(StepRow))
+_TOOL_COLS = ", ".join(f.name for f in fields(ToolCallRow))
+
+
+class QueryMixin:
+    """Step / tool-call / approval methods of :class:`~acagent.store.pg.PostgresJournal`."""
+
+    _fetch: Callable[..., Awaitable[list[Any]]]
+    notify_inbox: Callable[[str, str], Awaitable[None]]
+
+    async def step_attempts(self, session_id: str, step_id: str) -> list[StepRow]:
+        """Every attempt of one step, ascending attempt."""
+        rows = await self._fetch(
+            f"SELECT {_STEP_COLS} FROM step WHERE session_id = $1 AND step_id = $2 ORDER BY attempt",
+            session_id,
+            step_id,
+        )
+        return [StepRow(*r) for r in rows]
+
+    async def steps(self, session_id: str) -> list[StepRow]:
+        """Every step attempt of the session, in start order."""
+        rows = await self._fetch(
+            f"SELECT {_STEP_COLS} FROM step WHERE session_id = $1 ORDER BY started_at, attempt", session_id
+        )
+        return [StepRow(*r) for r in rows]
+
+    async def tool_calls(
+        self, session_id: str, *, turn_id: str | None = None, open_only: bool = False
+    ) -> list[ToolCallRow]:
+        """Tool-call rows of the session (or one turn), in insertion order."""
+        rows = await self._fetch(
+            f"SELECT {_TOOL_COLS} FROM tool_call WHERE session_id = $1 AND ($2::text IS NULL OR turn_id = $2)"
+            " AND (NOT $3::bool OR status NOT IN ('done', 'failed')) ORDER BY rowid",
+            session_id,
+            turn_id,
+            open_only,
+        )
+        return [ToolCallRow(*r) for r in rows]
+
+    async def existing_tool_call_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` already name a tool call of the session (providers may reuse ids)."""
+        rows = await self._fetch(
+            "SELECT tool_call_id FROM tool_call WHERE session_id = $1 AND tool_call_id = ANY($2::text[])",
+            session_id,
+            list(ids),
+        )
+        return {r[0] for r in rows}
+
+    async def resolve_approval(
+        self, session_id: str, tool_call_id: str, decision: str, *, note: str | None = None
+    ) -> ToolCallRow:
+        """Record the first decision on a pending approval (compare-and-set in one statement).
+
+        Raises:
+            ApprovalNotFound: unknown id, or already resolved (``detail`` names the winning
+                decision and why).
+        """
+        changed = await self._fetch(
+            f"UPDATE tool_call SET approval = $3, approval_note = $4 WHERE session_id = $1 AND tool_call_id = $2"
+            f" AND approval = 'pending' AND status = 'waiting_user' RETURNING {_TOOL_COLS}",
+            session_id,
+            tool_call_id,
+            decision,
+            note,
+        )
+        if changed:
+            await self.notify_inbox(session_id, "approval")
+            return ToolCallRow(*changed[0])
+        rows = await self._fetch(
+            f"SELECT {_TOOL_COLS} FROM tool_call WHERE session_id = $1 AND tool_call_id = $2",
+            session_id,
+            tool_call_id,
+        )
+        if not rows:
+            raise ApprovalNotFound(f"no approval {tool_call_id!r} in session {session_id!r}")
+        tc = ToolCallRow(*rows[0])
+        raise ApprovalNotFound(
+            f"approval {tool_call_id!r} is already resolved ({tc.approval})",
+            detail={"decision": tc.approval, "note": tc.approval_note, "status": tc.status},
+        )
+
+    async def pending_approvals(self, session_id: str) -> list[ToolCallRow]:
+        """Tool calls waiting for the user's decision, in order."""
+        return [r for r in await self.tool_calls(session_id, open_only=True) if r.approval == "pending"]
+
+    async def pending_approval_events(self, session_id: str) -> list[Event]:
+        """The ``approval.requested`` events of approvals still pending, ascending seq (F14)."""
+        pending = {r.tool_call_id for r in await self.pending_approvals(session_id)}
+        if not pending:
+            return []
+        rows = await self._fetch(
+            "SELECT seq, ts, type, payload FROM event WHERE session_id = $1 AND type = 'approval.requested'"
+            " ORDER BY seq",
+            session_id,
+        )
+        out = []
+        for seq, ts, typ, payload in rows:
+            data = orjson.loads(payload)
+            if data.get("tool_call_id") in pending:
+                out.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=data))
+        return out

@@ -1,0 +1,129 @@
+"""Every journal test that exists for SQLite, run again on PostgresJournal, plus PG-only checks.
+
+The SQLite tests of tests/store/test_journal.py are collected here a second time with this
+module's ``journal`` fixture (a PostgresJournal on a fresh database), so fencing, transitions,
+intents, approvals and replay are held to one standard on both backends.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from acagent.errors import JournalError, StaleLease
+from acagent.store import SetStatus
+from acagent.store.pg import PostgresJournal
+from acagent.store.pg._schema import PG_MIGRATIONS
+from tests.store.test_journal import (  # noqa: F401  (collected again on PostgreSQL)
+    test_concurrent_approval_answers_first_wins,
+    test_every_status_reaches_a_resting_state_and_cancel,
+    test_late_commit_by_last_holder_without_takeover_succeeds,
+    test_live_holder_makes_second_acquire_busy,
+    test_status_transition_requires_whitelist,
+    test_terminal_tool_call_never_changes,
+    test_unknown_session_is_clear_error,
+    test_worker_transition_refused_while_cancel_pending,
+    test_zombie_worker_write_is_rejected,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def journal(pg_url: str):
+    j = await PostgresJournal.open(pg_url, daemon_id="d-test")
+    yield j
+    await j.aclose()
+
+
+async def test_migrate_empty_database_records_versions(pg_url: str) -> None:
+    """An empty database is migrated once; re-open is a no-op; the expected columns exist."""
+    import asyncpg
+
+    j = await PostgresJournal.open(pg_url, daemon_id="a")
+    await j.aclose()
+    j = await PostgresJournal.open(pg_url, daemon_id="a")
+    await j.aclose()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        rows = await conn.fetch("SELECT version, name FROM schema_migrations ORDER BY version")
+        assert [(r[0], r[1]) for r in rows] == [(i, n) for i, (n, _) in enumerate(PG_MIGRATIONS, start=1)]
+        cols = {
+            r[0]
+            for r in await conn.fetch(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'session'"
+            )
+        }
+        assert {
+            "status",
+            "lease_owner",
+            "lease_daemon",
+            "fencing_token",
+            "lease_expires_at",
+            "last_seq",
+        } <= cols
+    finally:
+        await conn.close()
+
+
+async def test_seq_is_strictly_increasing_across_daemons(pg_url: str) -> None:
+    """Two daemons' journals appending to one session never reuse a seq."""
+    a = await PostgresJournal.open(pg_url, daemon_id="a")
+    b = await PostgresJournal.open(pg_url, daemon_id="b")
+    try:
+        row, _ = await a.create_session(cwd="/tmp", model=None, title=None)
+
+        async def write(j: PostgresJournal, tag: str) -> None:
+            for i in range(50):
+                await j.commit(row.id, [("user.message", {"text": f"{tag}{i}"})])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, a, "a")
+            tg.start_soon(write, b, "b")
+        assert [e.seq for e in await a.events(row.id)] == list(range(1, 102))
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_fenced_append_with_ops_writes_nothing(journal: PostgresJournal) -> None:
+    """A stale token on a commit with row operations: no event, no status change."""
+    row, _ = await journal.create_session(cwd="/tmp", model=None, title=None)
+    old = await journal.acquire_lease(row.id, "w1", ttl_s=30)
+    await journal.acquire_lease(row.id, "w1", ttl_s=30)  # same owner re-acquires: token bumps
+    with pytest.raises(StaleLease):
+        await journal.commit(
+            row.id, [("user.message", {"text": "x"})], lease=old, ops=[SetStatus("running", ("pending",))]
+        )
+    after = await journal.get_session(row.id)
+    assert (after.status, after.last_seq) == ("pending", 1)
+
+
+async def test_lease_expiry_uses_the_database_clock(journal: PostgresJournal) -> None:
+    """lease_expires_at is the server's epoch + ttl, whatever this host's clock says."""
+    row, _ = await journal.create_session(cwd="/tmp", model=None, title=None)
+    await journal.acquire_lease(row.id, "w1", ttl_s=100)
+    db_now = (await journal._fetch("SELECT extract(epoch from clock_timestamp())::float8"))[0][0]
+    expires = (await journal.get_session(row.id)).lease_expires_at
+    assert expires is not None and abs(expires - (db_now + 100)) < 2
+
+
+async def test_keep_leases_is_one_statement_and_reports_lost(journal: PostgresJournal) -> None:
+    """Renewing many leases: held ones come back, a superseded one is reported lost."""
+    rows = [(await journal.create_session(cwd="/tmp", model=None, title=None))[0] for _ in range(3)]
+    leases = [(r.id, await journal.acquire_lease(r.id, f"w{i}", ttl_s=30)) for i, r in enumerate(rows)]
+    await journal._fetch("UPDATE session SET fencing_token = fencing_token + 1 WHERE id = $1", rows[1].id)
+    await journal.set_cancel(rows[2].id, True)
+    states = await journal.keep_leases(leases, ttl_s=30, renew=True)
+    assert states == {rows[0].id: (True, False), rows[1].id: (False, False), rows[2].id: (True, True)}
+
+
+async def test_daemon_id_live_elsewhere_is_refused(pg_url: str) -> None:
+    """A second process with a live daemon id is refused in one line naming the URL (no password)."""
+    a = await PostgresJournal.open(pg_url, daemon_id="same")
+    try:
+        with pytest.raises(JournalError, match="already live") as info:
+            await PostgresJournal.open(pg_url, daemon_id="same")
+        assert "s3cret" not in str(info.value) and "postgresql://postgres@127.0.0.1" in str(info.value)
+    finally:
+        await a.aclose()
