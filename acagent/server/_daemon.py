@@ -37,6 +37,7 @@ from typing import Any
 import anyio
 import orjson
 
+from acagent._private import private_dir
 from acagent.errors import UserError
 from acagent.settings import Settings
 
@@ -74,7 +75,7 @@ class ServeOptions:
 
 def ensure_token(home: Path) -> str:
     """The daemon's bearer token from ``home/token``: created once (mode 0600), then reused."""
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     path = home / "token"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from acagent._private import private_file
 from acagent.errors import SessionNotFound, TranscriptError
 from acagent.events import EVENT_TYPES, Event, make_payload, now_ts
 from acagent.messages import MESSAGES_ADAPTER, Message
@@ -343,7 +344,7 @@ async def import_transcript(journal: SqliteJournal, file: Path, sessions_dir: Pa
     finally:
         writer.close()
     if read.damaged:
-        dest.with_suffix(".jsonl.corrupt").write_bytes(b"\n".join(read.damaged) + b"\n")
+        private_file(dest.with_suffix(".jsonl.corrupt")).write_bytes(b"\n".join(read.damaged) + b"\n")
     return ImportResult(session_id=plan.session_id, events=len(rows), warning=plan.warning, path=dest)
 
 

@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeVar
 import aiosqlite
 import orjson
 
+from acagent._private import private_dir
 from acagent.errors import ApprovalNotFound, JournalError, SessionBusy, SessionNotFound, StaleLease
 from acagent.events import Event, make_payload, now_ts
 from acagent.store._migrations import migrate
@@ -190,7 +191,7 @@ class SqliteJournal(UsageQueries):
         Raises:
             JournalError: the file cannot be opened or migrated.
         """
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         opened: list[aiosqlite.Connection] = []
         try:
             for _ in range(2):

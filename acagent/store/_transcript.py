@@ -42,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from acagent._private import private_dir, private_file
 from acagent.events import Event
 
 __all__ = [
@@ -284,7 +285,7 @@ class TranscriptWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         self._fd = self._open()
         self.last_seq = 0
         """Seq of the last record in the file, as this writer last saw it."""
@@ -371,7 +372,7 @@ class TranscriptWriter:
             for event in events:
                 data.append(event.to_json_bytes() + b"\n")
                 last = event.seq
-            with open(tmp, "wb") as f:
+            with private_file(tmp).open("wb") as f:
                 f.write(b"".join(data))
             if keep_damaged and self.path.exists():
                 os.replace(self.path, self.path.with_suffix(".jsonl.corrupt"))
