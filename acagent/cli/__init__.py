@@ -44,4 +44,4 @@ def main() -> None:
     """Console-script entry point."""
     _configure_logging()
     _load_commands()
-    app()
+    app(prog_name="acagent")

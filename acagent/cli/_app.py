@@ -14,20 +14,59 @@ from typing import NoReturn
 
 import typer
 
-__all__ = ["app", "fail", "models_app", "sessions_app"]
+__all__ = ["app", "fail", "models_app", "sessions_app", "version"]
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="acagent",
-    help="A coding/chat agent whose sessions outlive any process.",
+    help="A coding/chat agent whose sessions outlive any process. With no command: `acagent chat`.",
     no_args_is_help=False,
+    invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=HELP_OPTIONS,
 )
-sessions_app = typer.Typer(help="List, show, export and import sessions.", no_args_is_help=True)
-models_app = typer.Typer(help="Local models: list and pull.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    help="List, show, rename, remove, export and import sessions.",
+    no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
+)
+models_app = typer.Typer(help="Local models: list and pull.", no_args_is_help=True, context_settings=HELP_OPTIONS)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(models_app, name="models")
+
+
+def version() -> str:
+    """acagent's installed version (``pyproject.toml`` ``[project] version``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("acagent")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"acagent {version()}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    show_version: bool = typer.Option(
+        False, "--version", "-V", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+) -> None:
+    """A coding/chat agent whose sessions outlive any process. With no command: `acagent chat`."""
+    if ctx.invoked_subcommand is None:  # a bare `acagent` starts chat with its defaults
+        from acagent.cli._chat import chat_command
+
+        ctx.invoke(chat_command)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

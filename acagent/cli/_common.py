@@ -15,7 +15,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import anyio
 import typer
 
 from acagent.cli._app import fail
@@ -70,6 +69,8 @@ def build_settings(**flags: Any) -> Settings:
 
 def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``anyio.run`` on the asyncio backend; AcagentError → one-line message, exit 1."""
+    import anyio
+
     try:
         return anyio.run(fn)
     except (AcagentError, BaseExceptionGroup) as exc:
@@ -184,6 +185,8 @@ async def open_client(
         effective = runner.model_override or row.model or ""
         if effective.startswith("local:"):
             # First use of the embedded model: pull it visibly (explanation + progress bar).
+            import anyio
+
             from acagent.cli._models import prepare_local_model
 
             await anyio.to_thread.run_sync(prepare_local_model, effective, settings)
@@ -198,7 +201,13 @@ async def open_client(
 
 
 def _daemon_client_factory(settings: Settings) -> Any:
-    """The daemon's ``open_remote`` if a live daemon serves ``settings.home``, else None."""
+    """The daemon's ``open_remote`` if a live daemon serves ``settings.home``, else None.
+
+    Without ``daemon.json`` no daemon can be serving: the daemon client (httpx, websockets) is
+    not imported at all then, so a one-shot ``run`` loads only what it uses.
+    """
+    if not (settings.home / "daemon.json").exists():
+        return None
     try:
         from acagent.server.client import daemon_info, open_remote
     except ImportError:

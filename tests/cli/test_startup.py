@@ -1,0 +1,110 @@
+"""CLI start-up (issue 12 item 1): ``--version``, ``-h``, a bare ``acagent`` and what each command imports.
+
+Imports are read from ``python -X importtime`` of a real subprocess: a command must not load a
+library it does not use (the daemon client and web stack without a daemon, the other provider's
+SDK, prompt_toolkit outside ``chat``).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.mockprovider import MockProvider, TextReply
+
+HEAVY = {"openai", "anthropic", "fastapi", "uvicorn", "websockets", "httpx", "starlette", "prompt_toolkit"}
+
+
+def _imported(
+    args: list[str], env: dict[str, str], cwd: Path
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "acagent", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    full = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    return proc, full | {name.split(".")[0] for name in full}
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACAGENT_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(ACAGENT_HOME=str(home), OPENAI_API_KEY="k", ANTHROPIC_API_KEY="k")
+    return env
+
+
+def test_version_and_short_help(tmp_path: Path) -> None:
+    env = _env(tmp_path / "home")
+    proc, mods = _imported(["--version"], env, tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("acagent ")
+    assert proc.stdout.split()[1][0].isdigit()
+    assert not mods & (HEAVY | {"rich", "anyio", "pydantic"}), mods & (HEAVY | {"rich", "anyio", "pydantic"})
+    proc, mods = _imported(["-h"], env, tmp_path)
+    assert proc.returncode == 0 and "Usage: acagent" in proc.stdout and "--version" in proc.stdout
+    assert not mods & (HEAVY | {"rich", "anyio", "pydantic"}), mods & (HEAVY | {"rich", "anyio", "pydantic"})
+    sub = subprocess.run(
+        [sys.executable, "-m", "acagent", "sessions", "-h"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sub.returncode == 0 and "rename" in sub.stdout
+    assert not (tmp_path / "home").exists()  # neither creates the data directory
+
+
+def test_help_costs_under_a_quarter_second_of_cpu(tmp_path: Path) -> None:
+    """``--help`` ≤ 0.25 s: measured as the child's CPU time (user + sys), which a loaded machine
+    does not inflate the way it inflates wall time; the best of five runs."""
+    env = _env(tmp_path / "home")
+    best = 10.0
+    for _ in range(5):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-m", "acagent", "--help"], env=env, capture_output=True, timeout=60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        best = min(best, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+    assert best <= 0.25, f"acagent --help used {best:.3f} s of CPU"
+
+
+def test_bare_acagent_starts_chat(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "acagent"], env=_env(tmp_path / "home"), capture_output=True, text=True,
+        timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "acagent chat needs a terminal" in proc.stderr  # chat's own check: no terminal here
+
+
+def test_one_shot_run_imports_only_what_it_uses(tmp_path: Path, mock: MockProvider) -> None:
+    """No daemon runs: the daemon client, the web stack, prompt_toolkit and the other provider's
+    SDK stay unloaded."""
+    work = tmp_path / "w"
+    work.mkdir()
+    env = _env(tmp_path / "home")
+    mock.script(TextReply("hi"))
+    proc, mods = _imported(
+        ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "hi"], env, work
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "hi\n"
+    unused = {
+        "anthropic",
+        "fastapi",
+        "uvicorn",
+        "websockets",
+        "starlette",
+        "prompt_toolkit",
+        "acagent.server.client",
+    }
+    assert not mods & unused, mods & unused
+    mock.script(TextReply("hello"))
+    proc, mods = _imported(["run", "--model", "anthropic:mock", "--base-url", mock.url, "hi"], env, work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    unused = {"openai", "fastapi", "uvicorn", "websockets", "starlette", "prompt_toolkit"}
+    assert not mods & unused, mods & unused
