@@ -125,6 +125,8 @@ class Settings(BaseModel):
     """``[limits]``: spend, token and turn caps (docs/limits.md)."""
     pricing: dict[str, dict[str, float]] = Field(default_factory=dict)
     """``[pricing."PROVIDER:NAME"]``: USD per million tokens, overriding the packaged price table."""
+    mcp: dict[str, Any] = Field(default_factory=dict)
+    """The ``[mcp]`` table of config.toml (``servers.NAME``), validated by ``acagent.mcp``."""
 
     @model_validator(mode="after")
     def _check_timing(self) -> Settings:

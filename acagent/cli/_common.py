@@ -159,9 +159,13 @@ async def open_client(
         return
 
     from acagent.client import LocalSessionClient
+    from acagent.mcp import McpManager
     from acagent.runner import SessionRegistry
 
-    async with SessionRegistry.open(settings, interactive=interactive) as registry:
+    async with (
+        McpManager.open(settings.mcp, settings.home, os.environ) as mcp,
+        SessionRegistry.open(settings, interactive=interactive, tool_source=mcp) as registry,
+    ):
         journal = registry.journal
         await registry.reap_orphans()
         created = False

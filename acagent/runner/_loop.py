@@ -60,6 +60,7 @@ class AgenticLoop:
     async def run_turn(self, rt: InProcessRunner, turn_id: str) -> None:
         """Drive the turn ``turn_id`` to ``turn.completed`` (or raise :class:`TurnEnded`)."""
         while True:
+            await refresh_tools(rt, turn_id)
             open_calls = await rt.journal.tool_calls(rt.session_id, turn_id=turn_id, open_only=True)
             if open_calls:
                 await rt.tools_runner.run_open_calls(rt, turn_id, open_calls)
@@ -359,6 +360,22 @@ class AgenticLoop:
         )
         ops.append(SetStatus("waiting_tool" if calls else "running", ACTIVE, turn_id=turn_id))
         await rt.writer.commit(events, ops=ops)
+
+
+async def refresh_tools(rt: InProcessRunner, turn_id: str) -> None:
+    """Bring a live tool set (``acagent.mcp.ToolSet``: MCP tools) up to date before tools run or
+    the model is called; its notices (a server failed, crashed, changed its tools) are recorded
+    once each as ``error`` events. A plain ``dict`` of tools has no ``refresh`` and is left alone.
+    """
+    refresh = getattr(rt.tools, "refresh", None)
+    if refresh is None:
+        return
+    changed, notices = await refresh()
+    if changed:
+        rt.tool_definitions = None
+    if notices:
+        events = [("error", make_payload("error", turn_id=turn_id, code=c, message=m)) for c, m in notices]
+        await rt.writer.commit(events)
 
 
 def tool_call_arguments(row: ToolCallRow) -> dict[str, Any]:

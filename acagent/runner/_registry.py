@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -28,11 +28,19 @@ from acagent.runner._runner import InProcessRunner, pid_is_dead
 from acagent.settings import Settings
 from acagent.store import ACTIVE, SessionRow, SqliteJournal
 from acagent.store._transcript import TranscriptWriter, transcript_path
-from acagent.tools import Tool
+from acagent.tools import Tool, default_tools
 
-__all__ = ["SessionRegistry", "canonical_cwd"]
+__all__ = ["SessionRegistry", "ToolSource", "canonical_cwd"]
 
 log = logging.getLogger("acagent.registry")
+
+
+class ToolSource(Protocol):
+    """Extra tools per working directory (``acagent.mcp.McpManager``: the MCP servers of a cwd)."""
+
+    def toolset(self, cwd: str, builtins: dict[str, Tool]) -> dict[str, Tool]:
+        """The tools of a session in ``cwd``; may have an async ``refresh()`` (see ``refresh_tools``)."""
+        ...
 
 
 def canonical_cwd(cwd: str | Path) -> str:
@@ -65,6 +73,7 @@ class SessionRegistry:
         provider_factory: Callable[[str], Provider] | None = None,
         tools_factory: Callable[[], dict[str, Tool]] | None = None,
         interactive: bool = True,
+        tool_source: ToolSource | None = None,
     ) -> None:
         self.journal = journal
         self.settings = settings
@@ -72,6 +81,8 @@ class SessionRegistry:
         self._tg = task_group
         self._provider_factory = provider_factory or self._default_provider_factory
         self._tools_factory = tools_factory
+        self.tool_source = tool_source
+        """Adds each session's extra tools (MCP servers of its cwd) to the built-in ones."""
         self._interactive = interactive
         self._transcripts: dict[str, TranscriptWriter] = {}
         self._pumps: dict[str, anyio.Event] = {}
@@ -86,6 +97,7 @@ class SessionRegistry:
         tools_factory: Callable[[], dict[str, Tool]] | None = None,
         interactive: bool = True,
         journal: SqliteJournal | None = None,
+        tool_source: ToolSource | None = None,
     ) -> AsyncIterator[SessionRegistry]:
         """Open the journal (unless given) and a registry; on exit stop every runner."""
         own = journal is None
@@ -104,6 +116,7 @@ class SessionRegistry:
                     provider_factory=provider_factory,
                     tools_factory=tools_factory,
                     interactive=interactive,
+                    tool_source=tool_source,
                 )
                 tg.start_soon(registry._lease_keeper)
                 try:
@@ -177,13 +190,16 @@ class SessionRegistry:
         runner = self.runners.get(session_id)
         if runner is not None:
             return runner
+        tools = self._tools_factory() if self._tools_factory else None
+        if self.tool_source is not None:
+            tools = self.tool_source.toolset(row.cwd, tools if tools is not None else default_tools())
         runner = InProcessRunner(
             self.journal,
             self.settings,
             row,
             self._tg,
             self._provider_factory,
-            tools=self._tools_factory() if self._tools_factory else None,
+            tools=tools,
             interactive=self._interactive,
         )
         self.runners[session_id] = runner
