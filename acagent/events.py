@@ -186,6 +186,9 @@ class ApprovalRequested(_TurnP):
     """For ``shell``: the command byte for byte as it would run."""
     kind: Literal["tool", "question"] = "tool"
     question: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    """Warnings to show with the request (``ApprovalPolicy.approval_notes``): workspace code will
+    run and ``always`` holds only until a workspace file changes; a protected path is written."""
 
 
 class ApprovalResolved(_TurnP):

@@ -230,6 +230,10 @@ class InProcessRunner:
         for event in events:
             self.context.apply(event)
         self.row = await self.journal.get_session(self.session_id)
+        # Another process may have granted rules or advanced the workspace generation (F40).
+        self.policy = ApprovalPolicy.from_json(
+            _json(self.row.approval_rules or "{}"), self.settings.shell_allow
+        )
         self.bus.last_seq = max(self.bus.last_seq, self.row.last_seq)
         self._loaded = True
 
@@ -280,6 +284,7 @@ class InProcessRunner:
             kill_grace_s=self.settings.timing.tool_kill_grace_s,
             on_process_started=on_process_started,
             ask_user=ask,
+            private_dirs=(Path(self.settings.home),),
         )
 
     # ------------------------------------------------------------------ turns

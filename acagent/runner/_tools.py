@@ -120,6 +120,7 @@ class ToolExecutor:
                     command=summary.get("command") if row.name == "shell" else None,
                     kind="question" if interactive else "tool",
                     question=summary.get("question") if interactive else None,
+                    notes=[] if interactive else rt.policy.approval_notes(tool, args, ctx),
                 )
                 await rt.writer.commit(
                     [("approval.requested", payload)],
@@ -161,7 +162,9 @@ class ToolExecutor:
                 SetStatus("waiting_tool", ACTIVE, turn_id=turn_id),
             ]
             if decision == "always" and tool is not None:
-                rule = rt.policy.rule_for_always(tool, args if args is not None else tool_call_arguments(row))
+                rule = rt.policy.rule_for_always(
+                    tool, args if args is not None else tool_call_arguments(row), rt.tool_context(row)
+                )
                 if rule is not None:
                     rt.policy.add_rule(rule)
                     ops.append(SetApprovalRules(rt.policy.to_json()))
@@ -183,9 +186,15 @@ class ToolExecutor:
     ) -> None:
         timing = rt.settings.timing
         started = make_payload("tool.started", turn_id=turn_id, tool_call_id=row.tool_call_id, name=row.name)
+        # The workspace-write generation advances in the same commit (F40): durable before the
+        # call can write anything, so a crash or cancel mid-call never loses it.
+        generation: list[Any] = []
+        if rt.policy.before_run(tool, args, rt.tool_context(row)):
+            generation.append(SetApprovalRules(rt.policy.to_json()))
         await rt.writer.commit(
             [("tool.started", started)],
             ops=[
+                *generation,
                 UpdateToolCall(
                     row.tool_call_id,
                     "running",

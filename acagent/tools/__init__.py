@@ -15,7 +15,13 @@ from acagent.tools._ask import AskUserTool
 from acagent.tools._base import Tool, ToolContext, ToolResult, validate_arguments
 from acagent.tools._files import EditFileTool, ReadFileTool, WriteFileTool
 from acagent.tools._listing import GlobTool, ListDirTool
-from acagent.tools._paths import InvalidPath, PathError, PathOutsideWorkspace, resolve_in_workspace
+from acagent.tools._paths import (
+    InvalidPath,
+    PathError,
+    PathOutsideWorkspace,
+    PathPrivate,
+    resolve_in_workspace,
+)
 from acagent.tools._policy import ApprovalPolicy
 from acagent.tools._process import kill_process_group
 from acagent.tools._shell import ShellTool, interrupted_result
@@ -30,6 +36,7 @@ __all__ = [
     "ListDirTool",
     "PathError",
     "PathOutsideWorkspace",
+    "PathPrivate",
     "ReadFileTool",
     "ShellTool",
     "Tool",

@@ -17,6 +17,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from acagent.tools._paths import resolve_in_workspace
+
 __all__ = ["Tool", "ToolContext", "ToolResult", "validate_arguments"]
 
 ToolStatus = Literal["ok", "error", "interrupted", "denied"]
@@ -57,6 +59,17 @@ class ToolContext:
     on_interrupted: Callable[[ToolResult], None] | None = None
     """Called by a tool that is being cancelled, just before it re-raises, with its partial
     result (status ``interrupted``, e.g. the shell output captured so far)."""
+    private_dirs: tuple[Path, ...] = ()
+    """Directories no tool reads or writes (acagent's data dir, ``ACAGENT_HOME``), even when
+    they lie inside the workspace (:class:`~acagent.tools.PathPrivate`)."""
+
+    def resolve(self, path: str) -> Path:
+        """:func:`~acagent.tools.resolve_in_workspace` for this call's workspace and private dirs.
+
+        Raises:
+            PathError: see :func:`~acagent.tools.resolve_in_workspace`.
+        """
+        return resolve_in_workspace(self.cwd, path, private=self.private_dirs)
 
 
 class Tool:
@@ -84,6 +97,13 @@ class Tool:
     def needs_approval(self, args: BaseModel, ctx: ToolContext) -> bool:
         """Whether this call must be approved (before any ``always`` rule is consulted)."""
         return not self.read_only
+
+    def written_paths(self, args: BaseModel) -> list[str]:
+        """Path arguments this call writes (``write_file``/``edit_file``: ``[args.path]``).
+
+        The policy asks for every call writing a protected path, whatever ``always`` said.
+        """
+        return []
 
     def approval_summary(self, args: BaseModel) -> dict[str, Any]:
         """Fields shown in ``approval.requested`` (e.g. the exact shell ``command``)."""

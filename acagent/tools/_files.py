@@ -1,6 +1,7 @@
 """``read_file``, ``write_file`` and ``edit_file``.
 
-Every path argument goes through :func:`~acagent.tools.resolve_in_workspace`; every failure is
+Every path argument goes through :func:`~acagent.tools.resolve_in_workspace` (with the call's
+private dirs, :meth:`ToolContext.resolve`); every failure is
 an error result (see :mod:`acagent.tools._common`).
 
 ``read_file`` output format (what the model sees): one line per file line, ``cat -n`` style —
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from acagent.tools._base import Tool, ToolContext, ToolResult
 from acagent.tools._common import FileToolError, run_file_op
-from acagent.tools._paths import display_path, resolve_in_workspace
+from acagent.tools._paths import display_path
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -120,8 +121,9 @@ def _next_line(fh: BinaryIO) -> tuple[bytes, bool] | None:
             return raw, True
 
 
-def _read(root: Path, args: ReadFileArgs) -> ToolResult:
-    path = resolve_in_workspace(root, args.path)
+def _read(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
+    root = ctx.cwd
+    path = ctx.resolve(args.path)
     _regular_file(root, path)
     shown = display_path(root, path)
     limit = min(args.limit or MAX_READ_LINES, MAX_READ_LINES)
@@ -181,7 +183,7 @@ class ReadFileTool(Tool):
     async def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         """Read the requested line range."""
         assert isinstance(args, ReadFileArgs)
-        return await run_file_op(ctx.cwd, lambda: _read(ctx.cwd, args))
+        return await run_file_op(ctx.cwd, lambda: _read(ctx, args))
 
 
 class WriteFileArgs(BaseModel):
@@ -195,8 +197,9 @@ class WriteFileArgs(BaseModel):
     content: str = Field(description="The complete new content of the file (UTF-8).")
 
 
-def _prepare_target(root: Path, raw_path: str) -> Path:
-    path = resolve_in_workspace(root, raw_path)
+def _prepare_target(ctx: ToolContext, raw_path: str) -> Path:
+    root = ctx.cwd
+    path = ctx.resolve(raw_path)
     shown = display_path(root, path)
     if path.is_dir():
         raise FileToolError(f"{shown!r}: is a directory")
@@ -205,14 +208,15 @@ def _prepare_target(root: Path, raw_path: str) -> Path:
     except (FileExistsError, NotADirectoryError):
         raise FileToolError(f"{shown!r}: a parent component exists and is not a directory") from None
     # The parent now exists: resolve once more so a link created meanwhile cannot redirect us.
-    again = resolve_in_workspace(root, str(path))
+    again = ctx.resolve(str(path))
     if again != path:
         raise FileToolError(f"{shown!r}: the path changed while it was being prepared")
     return path
 
 
-def _write(root: Path, args: WriteFileArgs) -> ToolResult:
-    path = _prepare_target(root, args.path)
+def _write(ctx: ToolContext, args: WriteFileArgs) -> ToolResult:
+    root = ctx.cwd
+    path = _prepare_target(ctx, args.path)
     data = args.content.encode("utf-8")
     existed = atomic_write(path, data)
     verb = "overwrote" if existed else "created"
@@ -236,10 +240,15 @@ class WriteFileTool(Tool):
     """Writing the same content twice leaves the same file."""
     read_only: ClassVar[bool] = False
 
+    def written_paths(self, args: BaseModel) -> list[str]:
+        """``[args.path]``."""
+        assert isinstance(args, WriteFileArgs)
+        return [args.path]
+
     async def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         """Write the file."""
         assert isinstance(args, WriteFileArgs)
-        return await run_file_op(ctx.cwd, lambda: _write(ctx.cwd, args))
+        return await run_file_op(ctx.cwd, lambda: _write(ctx, args))
 
 
 class EditFileArgs(BaseModel):
@@ -253,8 +262,9 @@ class EditFileArgs(BaseModel):
     replace_all: bool = Field(default=False, description="Replace every occurrence instead of exactly one.")
 
 
-def _edit(root: Path, args: EditFileArgs) -> ToolResult:
-    path = resolve_in_workspace(root, args.path)
+def _edit(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
+    root = ctx.cwd
+    path = ctx.resolve(args.path)
     _regular_file(root, path)
     shown = display_path(root, path)
     if args.old_string == "":
@@ -294,7 +304,12 @@ class EditFileTool(Tool):
     idempotent: ClassVar[bool] = False
     read_only: ClassVar[bool] = False
 
+    def written_paths(self, args: BaseModel) -> list[str]:
+        """``[args.path]``."""
+        assert isinstance(args, EditFileArgs)
+        return [args.path]
+
     async def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         """Apply the replacement."""
         assert isinstance(args, EditFileArgs)
-        return await run_file_op(ctx.cwd, lambda: _edit(ctx.cwd, args))
+        return await run_file_op(ctx.cwd, lambda: _edit(ctx, args))

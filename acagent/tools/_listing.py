@@ -24,7 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from acagent.tools._base import Tool, ToolContext, ToolResult
 from acagent.tools._common import FileToolError, run_file_op
-from acagent.tools._paths import InvalidPath, PathOutsideWorkspace, display_path, resolve_in_workspace
+from acagent.tools._paths import (
+    InvalidPath,
+    PathOutsideWorkspace,
+    PathPrivate,
+    display_path,
+    resolve_in_workspace,
+)
 
 __all__ = ["MAX_ENTRIES", "GlobArgs", "GlobTool", "ListDirArgs", "ListDirTool"]
 
@@ -34,8 +40,9 @@ MAX_SCANNED = 50_000
 """``glob`` stops collecting matches after this many."""
 
 
-def _directory(root: Path, raw_path: str) -> Path:
-    path = resolve_in_workspace(root, raw_path)
+def _directory(ctx: ToolContext, raw_path: str) -> Path:
+    root = ctx.cwd
+    path = ctx.resolve(raw_path)
     st = path.stat()
     if not stat.S_ISDIR(st.st_mode):
         raise FileToolError(f"{display_path(root, path)!r}: not a directory")
@@ -50,8 +57,8 @@ class ListDirArgs(BaseModel):
     path: str = Field(default=".", description="Directory to list, relative to the workspace root.")
 
 
-def _list(root: Path, args: ListDirArgs) -> ToolResult:
-    path = _directory(root, args.path)
+def _list(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
+    path = _directory(ctx, args.path)
     names: list[str] = []
     with os.scandir(path) as it:
         for entry in it:
@@ -86,7 +93,7 @@ class ListDirTool(Tool):
     async def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         """List the directory."""
         assert isinstance(args, ListDirArgs)
-        return await run_file_op(ctx.cwd, lambda: _list(ctx.cwd, args))
+        return await run_file_op(ctx.cwd, lambda: _list(ctx, args))
 
 
 class GlobArgs(BaseModel):
@@ -138,18 +145,22 @@ def _split_pattern(root: Path, base: Path, pattern: str) -> tuple[Path, str]:
     return directory, rest
 
 
-def _glob(root: Path, args: GlobArgs) -> ToolResult:
-    real_root = resolve_in_workspace(root, ".")
-    base = _directory(root, args.path)
+def _glob(ctx: ToolContext, args: GlobArgs) -> ToolResult:
+    root = ctx.cwd
+    real_root = ctx.resolve(".")
+    base = _directory(ctx, args.path)
     directory, pattern = _split_pattern(root, base, args.pattern)
     if not directory.is_dir():
         return ToolResult(content="(no matches)")
     matches: list[str] = []
-    skipped = 0
+    skipped = private = 0
     truncated = False
     for match in directory.glob(pattern):
         try:
-            resolved = resolve_in_workspace(root, str(match))
+            resolved = ctx.resolve(str(match))
+        except PathPrivate:
+            private += 1
+            continue
         except (PathOutsideWorkspace, InvalidPath):
             skipped += 1
             continue
@@ -169,6 +180,8 @@ def _glob(root: Path, args: GlobArgs) -> ToolResult:
         notes.append(f"[search stopped after {MAX_SCANNED} matches; narrow the pattern]")
     if skipped:
         notes.append(f"[{skipped} matches resolving outside the workspace omitted]")
+    if private:
+        notes.append(f"[{private} matches inside acagent's own data directory omitted]")
     if not matches:
         return ToolResult(content="\n".join(["(no matches)", *notes]))
     return ToolResult(content="\n".join([*matches[:MAX_ENTRIES], *notes]))
@@ -189,4 +202,4 @@ class GlobTool(Tool):
     async def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         """Run the glob."""
         assert isinstance(args, GlobArgs)
-        return await run_file_op(ctx.cwd, lambda: _glob(ctx.cwd, args))
+        return await run_file_op(ctx.cwd, lambda: _glob(ctx, args))

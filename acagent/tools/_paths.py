@@ -14,6 +14,11 @@ Names that merely look like traversal are ordinary names: ``%2e%2e`` (no URL dec
 (a backslash is a filename character on POSIX) and ``．．`` (fullwidth full stops, no Unicode
 normalisation) all stay inside the workspace.
 
+acagent's own data dir (``ACAGENT_HOME``: token, journal, transcripts) is never inside a
+workspace as far as tools are concerned: a path resolving into one of the ``private``
+directories is refused with :class:`PathPrivate`, even when the workspace contains it
+(a session started in ``$HOME`` with the data dir under ``~/.local/share``).
+
 Known limit: the check and the later open are two system calls, so a process that swaps a
 directory for a symlink between them (a TOCTOU race) is not defended against; the agent's own
 tools never do that concurrently with a call.
@@ -22,11 +27,20 @@ tools never do that concurrently with a call.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from acagent.errors import AcagentError
+from acagent.tools._protect import inside_any
 
-__all__ = ["InvalidPath", "PathError", "PathOutsideWorkspace", "display_path", "resolve_in_workspace"]
+__all__ = [
+    "InvalidPath",
+    "PathError",
+    "PathOutsideWorkspace",
+    "PathPrivate",
+    "display_path",
+    "resolve_in_workspace",
+]
 
 MAX_PATH_BYTES = 4096
 """Longest accepted path argument, in UTF-8 bytes (Linux ``PATH_MAX``)."""
@@ -54,6 +68,21 @@ class PathOutsideWorkspace(PathError):
             f"path_outside_workspace: {path!r} resolves to {str(resolved)!r}, "
             f"which is outside the workspace {str(root)!r}",
             detail={"path": path, "resolved": str(resolved), "root": str(root)},
+        )
+
+
+class PathPrivate(PathError):
+    """Raised when a path resolves into acagent's own data dir (``ACAGENT_HOME``)."""
+
+    code = "path_private"
+
+    def __init__(self, path: str, private_dir: Path) -> None:
+        self.path = path
+        self.private_dir = private_dir
+        super().__init__(
+            f"path_private: {path!r} is inside acagent's own data directory {str(private_dir)!r}, "
+            "which tools never read or write",
+            detail={"path": path, "private_dir": str(private_dir)},
         )
 
 
@@ -94,7 +123,7 @@ def _check_syntax(path: str) -> None:
             )
 
 
-def resolve_in_workspace(root: Path, path: str) -> Path:
+def resolve_in_workspace(root: Path, path: str, *, private: Sequence[Path] = ()) -> Path:
     """Resolve a tool's path argument against the workspace root and check containment.
 
     Relative paths are taken relative to ``root``; absolute paths are accepted when they
@@ -109,6 +138,7 @@ def resolve_in_workspace(root: Path, path: str) -> Path:
     Args:
         root: the session's workspace root (absolute; resolved here again to be safe).
         path: the path argument exactly as the model sent it.
+        private: directories tools never enter (acagent's data dir, ``ToolContext.private_dirs``).
 
     Returns:
         The resolved absolute path, inside (or equal to) the resolved root.
@@ -118,6 +148,7 @@ def resolve_in_workspace(root: Path, path: str) -> Path:
             is longer than 4096 bytes or has a component longer than 255 bytes.
         PathOutsideWorkspace: the resolved path is not inside the root; the message carries the
             code ``path_outside_workspace`` and the resolved path.
+        PathPrivate: the resolved path is (inside) one of ``private``.
     """
     _check_syntax(path)
     real_root = Path(os.path.realpath(root))
@@ -127,6 +158,9 @@ def resolve_in_workspace(root: Path, path: str) -> Path:
     resolved = Path(os.path.realpath(candidate))
     if not resolved.is_relative_to(real_root):
         raise PathOutsideWorkspace(path, resolved, real_root)
+    hit = inside_any(resolved, private)
+    if hit is not None:
+        raise PathPrivate(path, hit)
     return resolved
 
 
