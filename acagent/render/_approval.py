@@ -37,7 +37,8 @@ def approval_lines(p: dict[str, Any], max_lines: int = 15) -> list[Text]:
     The one display rule for approvals in the terminal (``chat``, ``run``, ``attach``): the
     command, the question or the arguments (JSON, at most ``max_lines`` lines), every hidden or
     control character escaped (:func:`~acagent.render._safe.safe_text`), then a warning line
-    naming what was escaped.
+    naming what was escaped, then the policy's ``notes`` (workspace code will run, a protected
+    path is written), one ``! `` line each.
     """
     warning: str | None = None
     if p.get("kind") == "question":
@@ -59,6 +60,8 @@ def approval_lines(p: dict[str, Any], max_lines: int = 15) -> list[Text]:
     body = [Text(prefix, style=style).append_text(safe_rich(raw, style))]
     if warning:
         body.append(Text(warning, style="bold red"))
+    for note in p.get("notes") or []:  # policy notes (F40/F41): workspace code, protected paths
+        body.append(Text("! ", style="bold yellow").append_text(safe_rich(str(note), "yellow")))
     return body
 
 

@@ -79,6 +79,7 @@ function approvalNodes(p) {
   if (!warn) warn = safeParts(raw).warning;
   const nodes = [safeNode("code", "", raw)];
   if (warn) nodes.push(el("div", "warnline", warn));
+  for (const n of (Array.isArray(p.notes) ? p.notes : [])) nodes.push(el("div", "warnline", "! " + safeParts(String(n)).text));
   return nodes;
 }
 
