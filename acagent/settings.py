@@ -121,6 +121,11 @@ class Settings(BaseModel):
     """Programs the shell tool may run without approval (same rule as an ``always`` answer)."""
     crash_at: str | None = None
     """``ACAGENT_CRASH_AT``: test-only crash point name."""
+    journal: str | None = None
+    """Journal URL (``--journal``, ``ACAGENT_JOURNAL_URL``, config ``journal``): ``postgresql://…``
+    selects the shared PostgreSQL journal (docs/scale-out.md); unset = SQLite in ``$ACAGENT_HOME``."""
+    daemon_id: str | None = None
+    """This daemon's id in a PostgreSQL cluster (``--daemon-id``; default ``host:port``)."""
     limits: Limits = Field(default_factory=Limits)
     """``[limits]``: spend, token and turn caps (docs/limits.md)."""
     pricing: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -203,6 +208,8 @@ def load_settings(
         data["crash_at"] = env["ACAGENT_CRASH_AT"]
     if env.get("ACAGENT_DURABILITY"):
         data["durability"] = env["ACAGENT_DURABILITY"]
+    if env.get("ACAGENT_JOURNAL_URL"):
+        data["journal"] = env["ACAGENT_JOURNAL_URL"]
     if env.get("ACAGENT_MAX_SESSIONS"):
         data["max_sessions"] = env["ACAGENT_MAX_SESSIONS"]
     cfg_limits = data.get("limits")

@@ -65,10 +65,26 @@ def serve_command(
     queue_events: Annotated[
         int, typer.Option("--queue-events", help="Per-attacher queue bound (events).", hidden=True, min=16)
     ] = 8192,
+    journal: Annotated[
+        str | None,
+        typer.Option(
+            "--journal",
+            help="Journal URL: postgresql://… shares sessions between daemons (else SQLite in ACAGENT_HOME).",
+        ),
+    ] = None,
+    daemon_id: Annotated[
+        str | None,
+        typer.Option("--daemon-id", help="This daemon's id on a PostgreSQL journal (default host:port)."),
+    ] = None,
 ) -> None:
     """Serve sessions over HTTP, WebSocket and SSE (and a web page) on a loopback port."""
     settings = build_settings(
-        model=model, base_url=base_url, auto_approve=yes or None, max_sessions=max_sessions
+        model=model,
+        base_url=base_url,
+        auto_approve=yes or None,
+        max_sessions=max_sessions,
+        journal=journal,
+        daemon_id=daemon_id,
     )
     if stop:
         raise typer.Exit(_stop(settings))
@@ -166,13 +182,11 @@ async def _status(settings: Any) -> dict[str, Any]:
         if info is not None:
             daemon = {"pid": info.pid, "url": info.url, "runners": stats.get("runners", 0), "stats": stats}
             return {"daemon": daemon, "running": [r for r in rows if r["status"] in ACTIVE or r.get("busy")]}
-    from acagent.store import SqliteJournal
+    from acagent.store._select import open_journal
 
-    if not settings.db_path.exists():
+    if not settings.journal and not settings.db_path.exists():
         return {"daemon": None, "running": []}
-    journal = await SqliteJournal.open(
-        settings.db_path, durability=settings.durability, busy_timeout_ms=settings.timing.busy_timeout_ms
-    )
+    journal = await open_journal(settings)
     try:
         rows = [r.to_public() for r in await journal.list_sessions() if r.status in ACTIVE]
     finally:

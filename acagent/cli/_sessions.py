@@ -16,11 +16,9 @@ __all__ = ["export_command", "import_command", "list_command", "show_command"]
 
 
 async def _with_journal(settings: Any, fn: Any) -> Any:
-    from acagent.store import SqliteJournal
+    from acagent.store._select import open_journal
 
-    journal = await SqliteJournal.open(
-        settings.db_path, durability=settings.durability, busy_timeout_ms=settings.timing.busy_timeout_ms
-    )
+    journal = await open_journal(settings)
     try:
         return await fn(journal)
     finally:

@@ -102,11 +102,9 @@ class SessionRegistry:
         """Open the journal (unless given) and a registry; on exit stop every runner."""
         own = journal is None
         if journal is None:
-            journal = await SqliteJournal.open(
-                settings.db_path,
-                durability=settings.durability,
-                busy_timeout_ms=settings.timing.busy_timeout_ms,
-            )
+            from acagent.store._select import open_journal
+
+            journal = await open_journal(settings)
         try:
             async with anyio.create_task_group() as tg:
                 registry = cls(

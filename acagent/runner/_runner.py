@@ -234,7 +234,15 @@ class InProcessRunner:
         self.policy = ApprovalPolicy.from_json(
             _json(self.row.approval_rules or "{}"), self.settings.shell_allow
         )
-        self.bus.last_seq = max(self.bus.last_seq, self.row.last_seq)
+        if self.row.last_seq > self.bus.last_seq:
+            # Another process wrote since this bus last published: publish those events first, so
+            # subscribers here (attachers of a session another daemon ran) see no gap.
+            for event in await self.journal.events(
+                self.session_id, self.bus.last_seq, until=self.row.last_seq
+            ):
+                if event.seq == self.bus.last_seq + 1:
+                    self.bus.publish(event)
+            self.bus.last_seq = max(self.bus.last_seq, self.row.last_seq)
         self._loaded = True
 
     async def snapshot(self) -> dict[str, Any]:
@@ -449,8 +457,8 @@ class InProcessRunner:
                         message=exc.message if isinstance(exc, AcagentError) else (str(exc) or repr(exc)),
                     )
                 return False
-        if not completed and (scope.cancelled_caught or self._interrupt_reason == "lease_lost"):
-            if self._interrupt_reason != "lease_lost":
+        if not completed and (scope.cancelled_caught or self._interrupt_reason in _NO_WRITE_STOPS):
+            if self._interrupt_reason not in _NO_WRITE_STOPS:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(15):
                     await self._finish_cancelled(turn_id, self._interrupt_reason)
             return False
@@ -715,6 +723,12 @@ class InProcessRunner:
         self.bus.close()
         if self._provider is not None:
             await self._provider.aclose()
+
+
+_NO_WRITE_STOPS = ("lease_lost", "handoff")
+"""Interrupt reasons that stop a turn without writing anything: the lease is gone (a zombie) or
+is being handed to another daemon of a cluster (SIGTERM drain: the turn stays active and a peer
+continues it)."""
 
 
 def _json(text: str) -> Any:

@@ -216,6 +216,30 @@ def _make_server(app: Any) -> Any:
     return _Server(config)
 
 
+async def _close_at_exit(journal: Any) -> None:
+    """Close the daemon's journal when the outer task group ends (after the registry closed)."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await journal.aclose()
+
+
+async def _join_cluster(tg: Any, registry: Any, settings: Settings) -> Any:
+    """On a PostgreSQL journal, join the cluster (docs/scale-out.md); None for SQLite."""
+    from acagent.store.pg import PostgresJournal
+
+    if not isinstance(registry.journal, PostgresJournal) or settings.journal is None:
+        return None
+    from acagent.server._cluster import RegistryHooks
+    from acagent.store.pg._cluster import ClusterMember
+
+    member = ClusterMember(registry.journal, settings.journal, lease_ttl_s=settings.timing.lease_ttl_s)
+    await tg.start(member.run, RegistryHooks(registry))
+    log.info("joined the cluster as daemon %r on %s", registry.journal.daemon_id, registry.journal.where)
+    return member
+
+
 async def serve(
     settings: Settings,
     options: ServeOptions,
@@ -274,8 +298,14 @@ async def serve(
             from acagent.server._providers import SharedProviders
 
             providers = SharedProviders(lambda model: create_provider(model, settings))
+            from acagent.store._select import open_journal
+
+            journal = await open_journal(
+                settings, daemon_id=settings.daemon_id or f"{socket.gethostname()}:{port}"
+            )
+            outer.start_soon(_close_at_exit, journal)
             async with SessionRegistry.open(
-                settings, interactive=True, provider_factory=providers
+                settings, interactive=True, provider_factory=providers, journal=journal
             ) as registry:
                 state = DaemonState(registry=registry, settings=settings, guard=guard, streams=streams)
                 app = create_app(state)
@@ -290,6 +320,7 @@ async def serve(
                         stop.set()
 
                 async with anyio.create_task_group() as tg:
+                    cluster = await _join_cluster(tg, registry, settings)
                     tg.start_soon(run_server)
                     while not server.started:
                         if stop.is_set():
@@ -315,8 +346,8 @@ async def serve(
                         # seconds; hibernation runs every hibernate_interval_s.
                         last_hibernate = anyio.current_time()
                         while True:
-                            try:
-                                recovered = await registry.recover()
+                            try:  # in a cluster, the claim scan recovers (across daemons)
+                                recovered = [] if cluster is not None else await registry.recover()
                                 if recovered:
                                     log.warning("recovering interrupted sessions: %s", ", ".join(recovered))
                             except Exception:
@@ -334,8 +365,10 @@ async def serve(
                     await stop.wait()
                     # Graceful shutdown: refuse new work, interrupt turns (clients see it), close streams.
                     state.accepting = False
+                    if cluster is not None:  # drain: release the leases; peers continue the turns
+                        cluster.draining = True
                     for runner in list(registry.runners.values()):
-                        runner.interrupt("shutdown")
+                        runner.interrupt("handoff" if cluster is not None else "shutdown")
                     with anyio.move_on_after(20):
                         for runner in list(registry.runners.values()):
                             await runner.wait()
