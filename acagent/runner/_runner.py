@@ -45,7 +45,7 @@ from acagent.store import (
     ToolCallRow,
     UpdateToolCall,
 )
-from acagent.tools import ApprovalPolicy, Tool, ToolContext, ToolResult, default_tools
+from acagent.tools import ApprovalPolicy, Tool, ToolContext, ToolResult, default_tools, secret_values
 
 __all__ = ["AgentRunner", "InProcessRunner", "SubscriberEvicted", "pid_is_dead"]
 
@@ -293,6 +293,10 @@ class InProcessRunner:
             on_process_started=on_process_started,
             ask_user=ask,
             private_dirs=(Path(self.settings.home),),
+            secrets=secret_values(
+                self.settings.home,
+                (self.settings.providers.openai_api_key, self.settings.providers.anthropic_api_key),
+            ),
         )
 
     # ------------------------------------------------------------------ turns

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from acagent.tools._ask import AskUserTool
 from acagent.tools._base import Tool, ToolContext, ToolResult, validate_arguments
+from acagent.tools._env import is_secret_name, scrubbed_env, secret_values
 from acagent.tools._files import EditFileTool, ReadFileTool, WriteFileTool
 from acagent.tools._listing import GlobTool, ListDirTool
 from acagent.tools._paths import (
@@ -45,10 +46,13 @@ __all__ = [
     "WriteFileTool",
     "default_tools",
     "interrupted_result",
+    "is_secret_name",
     "kill_process_group",
     "register_tool",
     "registered_tools",
     "resolve_in_workspace",
+    "scrubbed_env",
+    "secret_values",
     "shell_command_admitted",
     "unregister_tool",
     "validate_arguments",

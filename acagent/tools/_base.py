@@ -63,6 +63,10 @@ class ToolContext:
     """Directories no tool reads or writes (acagent's data dir, ``ACAGENT_HOME``), even when
     they lie inside the workspace (:class:`~acagent.tools.PathPrivate`)."""
 
+    secrets: tuple[str, ...] = ()
+    """Secret values (configured provider keys, the daemon token) that must not reach a tool
+    process under any variable name (:func:`~acagent.tools.scrubbed_env`)."""
+
     def resolve(self, path: str) -> Path:
         """:func:`~acagent.tools.resolve_in_workspace` for this call's workspace and private dirs.
 

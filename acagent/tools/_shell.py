@@ -7,6 +7,8 @@ holding everything it starts, which is what cancellation, timeouts and recovery 
 
 Lifecycle of a call:
 
+* the environment is this process's minus acagent's secrets (:func:`~acagent.tools.scrubbed_env`:
+  no ``ACAGENT_*``, no provider API keys or tokens, no variable holding a configured key);
 * stdin is ``/dev/null``; stdout and stderr are merged and streamed to ``ctx.emit_output`` as
   they arrive, decoded incrementally as UTF-8 (a character split across reads survives;
   invalid bytes become U+FFFD).
@@ -38,6 +40,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from acagent.tools._base import Tool, ToolContext, ToolResult
+from acagent.tools._env import scrubbed_env
 from acagent.tools._process import kill_process_group
 
 __all__ = ["OUTPUT_LIMIT_CHARS", "OutputCapture", "ShellArgs", "ShellTool", "interrupted_result"]
@@ -160,6 +163,7 @@ class ShellTool(Tool):
                 stderr=subprocess.STDOUT,
                 cwd=ctx.cwd,
                 start_new_session=True,
+                env=scrubbed_env(secrets=ctx.secrets),
             )
         except OSError as exc:
             return ToolResult(content=f"error: cannot start bash: {exc}", status="error")
