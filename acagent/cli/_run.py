@@ -1,13 +1,21 @@
-"""``acagent run [PROMPT]``: one turn, non-interactive.
+"""``acagent run [PROMPT | -]``: one turn, non-interactive.
 
-Prints the final answer (exit 0) or a one-line error (exit 1; 130 when interrupted). ``--json``
-prints every event envelope of the turn as one JSON line instead. ``--resume ID`` with no
-PROMPT finishes the session's interrupted turn. Approvals: ``--yes`` runs tools without asking;
-otherwise a terminal on stdin is asked (y/n/a), and without one the call is denied with a note.
+The prompt is the argument, or stdin when the argument is ``-`` or stdin is a pipe or a file.
+Prints the final answer (exit 0) or a one-line error (exit 1; 130 when interrupted).
+``--output-format``: ``text`` (the answer), ``json`` (one JSON object when the turn ends:
+``session_id``, ``turn_id``, ``outcome``, ``text``, ``exit_code``, the end event's payload) or
+``stream-json`` (every event envelope as one JSON line; ``--json`` is ``stream-json``).
+``--resume ID`` with no PROMPT finishes the session's interrupted turn.
+
+Approvals: ``--yes`` runs tools without asking; otherwise a terminal on stdin is asked (y/n/a).
+With no terminal to ask, the turn is cancelled (``turn.interrupted`` reason ``no_terminal``), a
+note names the fix on stderr and the exit code is 3 (:data:`EXIT_NO_TERMINAL`).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from typing import Annotated, Any
 
@@ -28,33 +36,77 @@ from acagent.cli._common import (
     run_async,
 )
 
-__all__ = ["run_command"]
+__all__ = ["EXIT_NO_TERMINAL", "NO_TERMINAL_NOTE", "run_command"]
+
+EXIT_NO_TERMINAL = 3
+"""Exit code of ``run`` when a tool needed approval and there was no terminal to ask."""
+NO_TERMINAL_NOTE = "no terminal to ask: pass --yes or add an allow rule"
+NO_TERMINAL_REASON = "no_terminal"
+"""``turn.interrupted`` reason of such a turn."""
+_FORMATS = ("text", "json", "stream-json")
 
 
 @app.command("run")
 def run_command(
     prompt: Annotated[
-        str | None, typer.Argument(help="The message; omit with --resume to finish an interrupted turn.")
+        str | None,
+        typer.Argument(
+            help="The message; `-` (or a pipe on stdin) reads it from stdin; omit with --resume to "
+            "finish an interrupted turn."
+        ),
     ] = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     resume: ResumeOption = None,
     continue_: ContinueOption = False,
     yes: YesOption = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print every event envelope as one JSON line.")
-    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Same as --output-format stream-json.")] = False,
+    output_format: Annotated[
+        str | None,
+        typer.Option("--output-format", help="text (the answer), json (one object) or stream-json (events)."),
+    ] = None,
     tools: ToolsOption = None,
 ) -> None:
     """Run one turn and print the final answer."""
     check_session_flags(resume, continue_, tools)
-    if prompt is None and not resume and not continue_:
-        fail("give a PROMPT, or --resume ID to finish an interrupted turn", 2)
+    fmt = _output_format(output_format, json_out)
+    prompt = _prompt_text(prompt, bool(resume or continue_))
+    settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
+    code = run_async(lambda: _run(settings, prompt, resume, continue_, fmt, model))
+    raise typer.Exit(code)
+
+
+def _output_format(output_format: str | None, json_out: bool) -> str:
+    if output_format is not None and output_format not in _FORMATS:
+        fail(f"--output-format takes text, json or stream-json, not {output_format!r}", 2)
+    if json_out and output_format not in (None, "stream-json"):
+        fail("--json is --output-format stream-json; give one of them", 2)
+    return "stream-json" if json_out else (output_format or "text")
+
+
+def _stdin_has_input() -> bool:
+    """stdin is a pipe or a regular file (not a terminal, not /dev/null or a closed descriptor)."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
+
+
+def _prompt_text(prompt: str | None, resuming: bool) -> str | None:
+    """The prompt from the argument or stdin (exits 2 with a message when there is none)."""
+    if prompt == "-" or (prompt is None and _stdin_has_input()):
+        prompt = sys.stdin.read()
+        if not prompt.strip() and resuming:
+            return None  # nothing piped: finish the interrupted turn
+        if not prompt.strip():
+            fail("stdin held no prompt; pipe some text or give a PROMPT", 2)
+        return prompt
+    if prompt is None and not resuming:
+        fail("give a PROMPT (or - to read it from stdin), or --resume ID to finish an interrupted turn", 2)
     if prompt is not None and not prompt.strip():
         fail("the prompt is empty; give the model something to answer", 2)
-    settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
-    code = run_async(lambda: _run(settings, prompt, resume, continue_, json_out, model))
-    raise typer.Exit(code)
+    return prompt
 
 
 async def _run(
@@ -62,7 +114,7 @@ async def _run(
     prompt: str | None,
     resume: str | None,
     continue_: bool,
-    json_out: bool,
+    fmt: str,
     model: str | None = None,
 ) -> int:
     import contextlib
@@ -70,9 +122,10 @@ async def _run(
     import anyio
     import orjson
 
-    from acagent.errors import ApprovalNotFound
+    from acagent.errors import AcagentError, ApprovalNotFound
 
     interactive = sys.stdin.isatty()
+    stream_json = fmt == "stream-json"
     async with open_client(
         settings, resume=resume, continue_=continue_, interactive=interactive, model_flag=model
     ) as opened:
@@ -80,18 +133,24 @@ async def _run(
         ended: dict[str, Any] = {}
         changed = anyio.Event()
         turn_id: str | None = None
+        refused: list[dict[str, Any]] = []
 
         async def consume() -> None:
             nonlocal changed
             async for event in client.events(0 if opened.created else opened.last_seq):
-                if json_out:
+                if stream_json:
                     sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
                     sys.stdout.flush()
                 p = event.payload
-                if event.type == "approval.requested":
-                    decision = "allow" if settings.auto_approve else await _ask_approval(p, interactive)
-                    with contextlib.suppress(ApprovalNotFound):
-                        await client.answer(p["tool_call_id"], decision)
+                if event.type == "approval.requested" and not refused:
+                    if not settings.auto_approve and not interactive:
+                        refused.append(p)  # no one to ask: end the turn, exit 3 (module docstring)
+                        with contextlib.suppress(AcagentError):
+                            await _cancel(client, opened.remote)
+                    else:
+                        decision = "allow" if settings.auto_approve else await _ask_approval(p, interactive)
+                        with contextlib.suppress(ApprovalNotFound):
+                            await client.answer(p["tool_call_id"], decision)
                 if event.type in TURN_END:
                     ended[p.get("turn_id") or ""] = event
                     changed.set()
@@ -111,22 +170,65 @@ async def _run(
         wait_idle = getattr(client, "wait_idle", None)
         if wait_idle is not None:
             await wait_idle()
+    code, message = _outcome(event, refused)
+    if message and (not stream_json or code == EXIT_NO_TERMINAL):  # stream-json: the events say it
+        sys.stderr.write(f"acagent: {message}\n")
+    if fmt == "json":
+        sys.stdout.write(
+            orjson.dumps(_result(opened.session_id, turn_id, event, code, message)).decode() + "\n"
+        )
+    elif fmt == "text" and event is not None and event.type == "turn.completed":
+        text = event.payload.get("text") or ""
+        sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
+    return code
+
+
+async def _cancel(client: Any, remote: bool) -> None:
+    if remote:  # the daemon's cancel has no reason field: the exit code and note still say it
+        await client.cancel()
+    else:
+        await client.cancel(reason=NO_TERMINAL_REASON)
+
+
+def _outcome(event: Any, refused: list[dict[str, Any]]) -> tuple[int, str | None]:
+    """Exit code and the stderr line (None for a completed turn) of a turn's end event."""
+    if refused:
+        p = refused[0]
+        what = p.get("command") or p.get("question") or p.get("name")
+        from acagent.render import safe_text
+
+        return (
+            EXIT_NO_TERMINAL,
+            f"{NO_TERMINAL_NOTE} ({p.get('name')} needed approval: {safe_text(str(what)).text!r})",
+        )
     if event is None:
-        return 1
+        return 1, "error: the turn ended without an end event"
     if event.type == "turn.completed":
-        if not json_out:
-            text = event.payload.get("text") or ""
-            sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
-        return 0
+        return 0, None
     if event.type == "turn.interrupted":
-        if not json_out:
-            sys.stderr.write(
-                f"acagent: error: the turn was interrupted ({event.payload.get('reason', 'user')})\n"
-            )
-        return 130
-    if not json_out:
-        sys.stderr.write(f"acagent: error: {event.payload.get('message', 'the turn failed')}\n")
-    return 1
+        return 130, f"error: the turn was interrupted ({event.payload.get('reason', 'user')})"
+    return 1, f"error: {event.payload.get('message', 'the turn failed')}"
+
+
+def _result(
+    session_id: str, turn_id: str | None, event: Any, code: int, message: str | None
+) -> dict[str, Any]:
+    """The ``--output-format json`` object."""
+    outcome = {"turn.completed": "completed", "turn.interrupted": "interrupted"}.get(
+        event.type if event is not None else "", "failed"
+    )
+    if code == EXIT_NO_TERMINAL:
+        outcome = "needs_approval"
+    payload = event.payload if event is not None else {}
+    return {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "outcome": outcome,
+        "text": payload.get("text", "") if outcome == "completed" else "",
+        "exit_code": code,
+        "error": message,
+        "end": {"type": event.type, "seq": event.seq, "payload": payload} if event is not None else None,
+    }
 
 
 async def _ask_approval(payload: dict[str, Any], interactive: bool) -> str:

@@ -1,4 +1,4 @@
-"""``acagent sessions list|show``, ``acagent export ID``, ``acagent import FILE``."""
+"""``acagent sessions list|show|rename|rm``, ``acagent export ID``, ``acagent import FILE``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from acagent.cli._app import app, fail, sessions_app
 from acagent.cli._common import build_settings, current_dir, run_async
 from acagent.errors import AcagentError
 
-__all__ = ["export_command", "import_command", "list_command", "show_command"]
+__all__ = ["export_command", "import_command", "list_command", "rename_command", "rm_command", "show_command"]
 
 
 async def _with_journal(settings: Any, fn: Any) -> Any:
@@ -31,8 +31,11 @@ def list_command(
         bool, typer.Option("--all", "-a", help="Sessions of every directory, not just this one.")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="Show at most N sessions (newest first).")
+    ] = None,
 ) -> None:
-    """List sessions of this working directory, newest first."""
+    """List sessions of this working directory, newest first (ids are never cut)."""
     settings = build_settings()
     if all_:
         cwd = None
@@ -43,7 +46,7 @@ def list_command(
             fail(exc.message, 2)
 
     async def go(journal: Any) -> list[dict[str, Any]]:
-        return [r.to_public() for r in await journal.list_sessions(cwd=cwd)]
+        return [r.to_public() for r in await journal.list_sessions(cwd=cwd, limit=limit)]
 
     rows = run_async(lambda: _with_journal(settings, go))
     if json_out:
@@ -72,6 +75,34 @@ def show_command(session_id: Annotated[str, typer.Argument(help="Session id or u
     from acagent.render import show_session
 
     show_session(info, steps, approvals, events)
+
+
+@sessions_app.command("rename")
+def rename_command(
+    session_id: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    title: Annotated[str, typer.Argument(help="The new title.")],
+) -> None:
+    """Give a session a new title."""
+    settings = build_settings()
+    from acagent.store._manage import rename_session
+
+    full = run_async(lambda: _with_journal(settings, lambda j: rename_session(j, session_id, title)))
+    sys.stdout.write(f"renamed {full}\n")
+
+
+@sessions_app.command("rm")
+def rm_command(
+    session_ids: Annotated[list[str], typer.Argument(help="Session ids or unique prefixes.")],
+) -> None:
+    """Remove sessions: their events and transcripts (a running one must be cancelled first)."""
+    settings = build_settings()
+    from acagent.store._manage import remove_session
+
+    async def go(journal: Any) -> list[str]:
+        return [await remove_session(journal, sid, settings.sessions_dir) for sid in session_ids]
+
+    for full in run_async(lambda: _with_journal(settings, go)):
+        sys.stdout.write(f"removed {full}\n")
 
 
 @app.command("export")

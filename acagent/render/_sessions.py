@@ -67,13 +67,15 @@ def sessions_table(
         )
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("id", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("updated", no_wrap=True)
-    table.add_column("seq", justify="right")
+    id_width = max(len(str(row.get("id", ""))) for row in rows)
+    table.add_column("id", no_wrap=True, min_width=id_width)  # never cut: the title gives way
+    status_width = max(len(str(row.get("status", ""))) for row in rows)
+    table.add_column("status", no_wrap=True, min_width=max(6, status_width))
+    table.add_column("updated", no_wrap=True, min_width=19)
+    table.add_column("seq", justify="right", no_wrap=True, min_width=3)
     if show_cwd:
-        table.add_column("cwd", overflow="fold")
-    table.add_column("title", overflow="ellipsis", no_wrap=True)
+        table.add_column("cwd", overflow="fold", ratio=1)
+    table.add_column("title", overflow="ellipsis", no_wrap=True, ratio=1)
     for row in rows:
         status = str(row.get("status", ""))
         cells: list[Any] = [

@@ -1,0 +1,103 @@
+"""Session housekeeping on the SQLite journal: rename and remove (``acagent sessions rename|rm``).
+
+Both run as one transaction under ``BEGIN IMMEDIATE``. Removing refuses a session a live process
+is working on (status active and the lease not expired): cancel it first. It deletes the
+session's events, steps and tool calls and the session row, then its transcript files; usage
+rows stay (spend limits count what was spent, whatever happened to the session since).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from acagent.errors import SessionBusy, UserError
+from acagent.store._ops import ACTIVE
+from acagent.store._transcript import transcript_path
+
+__all__ = ["remove_session", "rename_session"]
+
+TITLE_MAX = 200
+"""Longest title accepted, characters."""
+
+
+def _sqlite(journal: Any) -> Any:
+    run = getattr(journal, "_run", None)
+    if run is None:
+        raise UserError("renaming and removing sessions needs the SQLite journal")
+    return run
+
+
+async def rename_session(journal: Any, session_id: str, title: str) -> str:
+    """Give the session ``title`` (whitespace folded, at most :data:`TITLE_MAX` characters).
+
+    Args:
+        session_id: id or unique prefix.
+
+    Returns:
+        The session's full id.
+
+    Raises:
+        SessionNotFound: unknown or ambiguous id.
+        UserError: an empty title.
+    """
+    title = " ".join(title.split())
+    if not title:
+        raise UserError("the title is empty; give the session a name")
+    if len(title) > TITLE_MAX:
+        raise UserError(f"the title is {len(title)} characters; at most {TITLE_MAX}")
+    row = await journal.find_session(session_id)
+
+    def tx(db: sqlite3.Connection) -> None:
+        db.execute("UPDATE session SET title = ? WHERE id = ?", (title, row.id))
+
+    await _sqlite(journal)(tx)
+    return str(row.id)
+
+
+async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> str:
+    """Delete a session and its transcript (see module docstring).
+
+    Returns:
+        The removed session's full id.
+
+    Raises:
+        SessionNotFound: unknown or ambiguous id.
+        SessionBusy: a live process is running the session's turn.
+    """
+    row = await journal.find_session(session_id)
+
+    def tx(db: sqlite3.Connection) -> str | None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            found = db.execute(
+                "SELECT status, lease_owner, lease_expires_at, lease_pid FROM session WHERE id = ?", (row.id,)
+            ).fetchone()
+            if found is None:
+                db.execute("ROLLBACK")
+                return "gone"
+            status, owner, expires, pid = found
+            if status in ACTIVE and owner and (expires or 0) > time.time():
+                db.execute("ROLLBACK")
+                return f"session {row.id!r} is {status} in pid {pid}; cancel it first (`acagent attach` or Ctrl-C)"
+            for table in ("event", "step", "tool_call"):
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (row.id,))  # fixed table names
+            db.execute("DELETE FROM session WHERE id = ?", (row.id,))
+            db.execute("COMMIT")
+            return None
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    refused = await _sqlite(journal)(tx)
+    if refused and refused != "gone":
+        raise SessionBusy(refused)
+    path = transcript_path(sessions_dir, row.cwd, row.id)
+    for suffix in ("", ".corrupt", ".tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+    return str(row.id)

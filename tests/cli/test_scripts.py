@@ -1,0 +1,103 @@
+"""``acagent`` in scripts (issue 17 item 5): prompts from stdin, exit code 3 when no one can approve,
+``--output-format``, and the ``sessions`` housekeeping commands — real subprocesses, strict mock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.mockprovider import MockProvider, TextReply, openai_tool_calls
+
+
+def _run(cli: Any, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "acagent", *args], cwd=cwd, env={**cli.env, "OPENAI_API_KEY": "k"},
+        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_prompt_from_stdin(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    base = ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url]
+    mock.script(TextReply("one"), TextReply("two"))
+    r = _run(cli, *base, "-", cwd=workspace, stdin="first prompt\nwith two lines\n")
+    assert (r.returncode, r.stdout) == (0, "one\n"), r.stderr
+    assert mock.requests[-1].json["messages"][-1]["content"] == "first prompt\nwith two lines\n"
+    r = _run(cli, *base, cwd=workspace, stdin="piped without a dash")  # a pipe on stdin is the prompt
+    assert (r.returncode, r.stdout) == (0, "two\n"), r.stderr
+    assert mock.requests[-1].json["messages"][-1]["content"] == "piped without a dash"
+    r = _run(cli, *base, "-", cwd=workspace, stdin="  \n")
+    assert r.returncode == 2 and "stdin held no prompt" in r.stderr
+
+
+def test_no_terminal_and_no_yes_exits_3_and_runs_nothing(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
+    mock.script(openai_tool_calls([("call_1", "shell", {"command": "touch made.txt"})]))
+    args = ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "--json", "make it"]
+    r = _run(cli, *args, cwd=workspace, stdin="")  # a pipe (already closed) is no terminal
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no terminal to ask: pass --yes or add an allow rule" in lines[0], r.stderr
+    assert "touch made.txt" in lines[0]
+    assert not (workspace / "made.txt").exists()
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    end = events[-1]
+    assert end["type"] == "turn.interrupted" and end["payload"]["reason"] == "no_terminal"
+    assert len(mock.requests) == 1  # the model was not asked to carry on without the tool
+    # the session accepts the next message (with --yes the tool runs)
+    mock.script(openai_tool_calls([("call_2", "shell", {"command": "touch made.txt"})]), TextReply("made"))
+    r = _run(cli, "run", "--continue", "--yes", "--base-url", mock.openai_base_url, "again", cwd=workspace)
+    assert (r.returncode, r.stdout) == (0, "made\n"), r.stderr
+    assert (workspace / "made.txt").exists()
+
+
+def test_output_formats(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    base = ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url]
+    mock.script(TextReply("as json"), TextReply("as events"))
+    r = _run(cli, *base, "--output-format", "json", "hi", cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)  # exactly one JSON document
+    assert result["outcome"] == "completed" and result["text"] == "as json" and result["exit_code"] == 0
+    assert result["session_id"].startswith("ses_") and result["end"]["type"] == "turn.completed"
+    r = _run(cli, *base, "--output-format", "stream-json", "hi", cwd=workspace)
+    types = [json.loads(line)["type"] for line in r.stdout.splitlines()]
+    assert types[0] == "session.created" and types[-1] == "turn.completed"
+    r = _run(cli, *base, "--output-format", "yaml", "hi", cwd=workspace)
+    assert r.returncode == 2 and "text, json or stream-json" in r.stderr
+    r = _run(cli, *base, "--json", "--output-format", "json", "hi", cwd=workspace)
+    assert r.returncode == 2
+
+
+def test_sessions_list_rename_rm(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    base = ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url]
+    mock.script(TextReply("a"), TextReply("b"), TextReply("c"))
+    for prompt in ("first " * 20, "second " * 20, "third " * 20):
+        assert _run(cli, *base, prompt, cwd=workspace).returncode == 0
+    rows = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)
+    ids = [row["id"] for row in rows]
+    narrow = subprocess.run(
+        [sys.executable, "-m", "acagent", "sessions", "list", "--all"], cwd=workspace,
+        env={**cli.env, "COLUMNS": "60"}, capture_output=True, text=True, timeout=60,
+    ).stdout  # fmt: skip
+    for sid in ids:
+        assert sid in narrow, narrow  # the title gives way, never the id
+    limited = json.loads(_run(cli, "sessions", "list", "--json", "--limit", "2", cwd=workspace).stdout)
+    assert [row["id"] for row in limited] == ids[:2]
+    r = _run(cli, "sessions", "rename", ids[1][:12], "a better   name", cwd=workspace)
+    assert r.returncode == 0 and ids[1] in r.stdout, r.stderr
+    rows = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)
+    assert {row["id"]: row["title"] for row in rows}[ids[1]] == "a better name"
+    transcripts = list((cli.home / "sessions").rglob(f"{ids[0]}.jsonl"))
+    assert transcripts
+    r = _run(cli, "sessions", "rm", ids[0], cwd=workspace)
+    assert r.returncode == 0 and f"removed {ids[0]}" in r.stdout, r.stderr
+    assert not transcripts[0].exists()
+    rows = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)
+    assert [row["id"] for row in rows] == ids[1:]
+    r = _run(cli, "sessions", "rm", ids[0], cwd=workspace)
+    assert r.returncode == 1 and "matches no session" in r.stderr
+    assert "Traceback" not in r.stderr
