@@ -33,7 +33,9 @@ sessions_app = typer.Typer(
     no_args_is_help=True,
     context_settings=HELP_OPTIONS,
 )
-models_app = typer.Typer(help="Local models: list and pull.", no_args_is_help=True, context_settings=HELP_OPTIONS)
+models_app = typer.Typer(
+    help="Local models: list and pull.", no_args_is_help=True, context_settings=HELP_OPTIONS
+)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(models_app, name="models")
 
