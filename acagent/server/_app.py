@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from acagent.errors import AcagentError, ConfigError, UserError
+from acagent.server._observe import add_metrics_route
 from acagent.server._security import COOKIE_NAME, Guard, _same
 from acagent.server._state import DaemonState, hibernate
 from acagent.server._streams import MAX_SEQ, attach_websocket, sse_endpoint
@@ -371,6 +372,7 @@ def create_app(state: DaemonState) -> FastAPI:
         raise StarletteHTTPException(404)
 
     app.router.default = _not_found  # type: ignore[method-assign]
+    add_metrics_route(app, state)
 
     # ------------------------------------------------------------------ page and login
 

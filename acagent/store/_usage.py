@@ -280,6 +280,17 @@ class UsageQueries:
 
         return await self._run(q, read=True)  # type: ignore[no-any-return]
 
+    async def session_counts(self) -> dict[str, int]:
+        """Sessions per status (every status present, zero when none)."""
+        from acagent.store._ops import STATUSES
+
+        def q(db: sqlite3.Connection) -> Any:
+            return db.execute("SELECT status, COUNT(*) FROM session GROUP BY status").fetchall()
+
+        counts = dict.fromkeys(STATUSES, 0)
+        counts.update({status: int(n) for status, n in await self._run(q, read=True)})
+        return counts
+
     async def session_limits(self, session_id: str) -> dict[str, Any]:
         """The session's own caps (``{}`` when it has none)."""
 
