@@ -27,7 +27,14 @@ from acagent.errors import AcagentError
 if TYPE_CHECKING:
     from acagent.settings import Settings
 
-__all__ = ["DaemonState", "Report", "doctor_command", "doctor_report", "read_daemon_state", "resolution_steps"]
+__all__ = [
+    "DaemonState",
+    "Report",
+    "doctor_command",
+    "doctor_report",
+    "read_daemon_state",
+    "resolution_steps",
+]
 
 _LOCAL_DEFAULT = "local:smollm2-135m"
 _ANTHROPIC_DEFAULT = "anthropic:claude-sonnet-4-5"
@@ -222,6 +229,7 @@ def doctor_report(
         ("OPENAI_BASE_URL", url(p.openai_base_url)),
         ("ANTHROPIC_BASE_URL", url(p.anthropic_base_url)),
         ("--base-url", url(p.base_url)),
+        ("MCP servers", _mcp_line(settings)),
     ]
 
     spec = get_model_spec("smollm2-135m")
@@ -269,6 +277,22 @@ def doctor_report(
             "(`acagent serve` starts a new one; `acagent chat` runs in-process meanwhile)"
         )
     return report
+
+
+def _mcp_line(settings: Settings) -> str:
+    """The MCP servers this directory would start (configuration only: nothing is started)."""
+    from acagent.mcp import load_server_specs
+
+    try:
+        specs, warnings = load_server_specs(settings.mcp, settings.home, os.getcwd())
+    except (AcagentError, OSError) as exc:
+        return f"invalid configuration: {getattr(exc, 'message', exc)}"
+    if not specs:
+        return "none configured" + (f" ({warnings[0]})" if warnings else "")
+    shown = ", ".join(
+        f"{s.name} ({s.config.transport}, {s.source}{'' if s.approved else ', not approved'})" for s in specs
+    )
+    return f"{shown}; `acagent mcp list` starts them and lists their tools"
 
 
 def _render(report: Report) -> None:

@@ -59,6 +59,21 @@ class ServerGroup:
                     )
                 )
 
+    async def wait_settled(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the servers exist and none is still (re)starting."""
+        with anyio.move_on_after(timeout_s):
+            await self.loaded.wait()
+            pending = [s for s in self.servers if not s.settled]
+            if pending:
+                async with anyio.create_task_group() as tg:
+                    for server in pending:
+                        tg.start_soon(server.wait_settled, timeout_s)
+
+    @property
+    def wait_s(self) -> float:
+        """The longest startup timeout of the group's approved servers (0 when none)."""
+        return max((s.config.startup_timeout_s for s in self.specs if s.approved), default=0.0)
+
     def on_change(self, server: McpServer, what: str) -> None:
         """Record a server state change as a notice (and in the log)."""
         if what == "ready":
@@ -74,7 +89,7 @@ class ServerGroup:
             message = f"MCP server {server.name!r} is not available, its tools are absent: {server.error}"
         else:
             message = f"MCP server {server.name!r} stopped ({server.error}); restarting it"
-        log.warning("%s", message)
+        log.info("%s", message)
         self.notices.append((f"mcp_server_{what}", message))
 
     def status(self) -> list[dict[str, Any]]:
@@ -110,9 +125,16 @@ class McpManager:
     """
 
     def __init__(
-        self, table: Mapping[str, Any], home: Path, environ: Mapping[str, str], task_group: TaskGroup
+        self,
+        table: Mapping[str, Any],
+        home: Path,
+        environ: Mapping[str, str],
+        task_group: TaskGroup,
+        only: str | None = None,
     ) -> None:
         self.table = dict(table)
+        self.only = only
+        """Start only the server of this name (``acagent mcp check NAME``)."""
         self.home = home
         self.environ = dict(environ)
         self.groups: dict[str, ServerGroup] = {}
@@ -121,9 +143,9 @@ class McpManager:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, table: Mapping[str, Any], home: Path, environ: Mapping[str, str]
+        cls, table: Mapping[str, Any], home: Path, environ: Mapping[str, str], *, only: str | None = None
     ) -> AsyncIterator[McpManager]:
-        """A manager whose servers stop when the context exits.
+        """A manager whose servers stop when the context exits (``only``: one server by name).
 
         Raises:
             ConfigError: the user's ``[mcp]`` table is invalid.
@@ -132,7 +154,7 @@ class McpManager:
 
         parse_mcp_table(table, repr(str(home / "config.toml")))
         async with anyio.create_task_group() as tg:
-            manager = cls(table, home, environ, tg)
+            manager = cls(table, home, environ, tg, only=only)
             try:
                 yield manager
             finally:
@@ -147,6 +169,8 @@ class McpManager:
             specs, warnings = load_server_specs(self.table, self.home, cwd)
         except ConfigError as exc:
             specs, warnings = [], [exc.message]
+        if self.only is not None:
+            specs = [s for s in specs if s.name == self.only]
         group = ServerGroup(cwd, specs, warnings)
         self.groups[cwd] = group
         if any(s.approved for s in specs):
@@ -169,8 +193,7 @@ class McpManager:
     def toolset(self, cwd: str, builtins: dict[str, Tool]) -> ToolSet:
         """The live tool set of a session in ``cwd``: ``builtins`` plus the directory's MCP tools."""
         group = self.group(cwd)
-        wait_s = max((s.config.startup_timeout_s for s in group.specs if s.approved), default=0.0)
-        return ToolSet(builtins, group, wait_s=wait_s)
+        return ToolSet(builtins, group, wait_s=group.wait_s)
 
     def status(self) -> list[dict[str, Any]]:
         """Every server of every started directory (for ``GET /v1/mcp`` and ``acagent mcp list``)."""

@@ -121,16 +121,8 @@ class ToolSet(dict[str, Tool]):
             definitions) and the server notices not yet returned to this tool set, as
             ``(code, message)`` — each to be recorded once as an ``error`` event.
         """
-        import anyio
-
         group = self.group
-        with anyio.move_on_after(self._wait_s):
-            await group.loaded.wait()
-            pending = [s for s in group.servers if not s.settled]
-            if pending:
-                async with anyio.create_task_group() as tg:
-                    for server in pending:
-                        tg.start_soon(server.wait_settled, self._wait_s)
+        await group.wait_settled(self._wait_s)
         changed = self._sync()
         notices = group.notices[self._read :]
         self._read = len(group.notices)

@@ -545,6 +545,14 @@ def create_app(state: DaemonState) -> FastAPI:
         """Live runners, subscribers per session, stream connections, busy_timeout_ms (F08, F15)."""
         return state.stats()
 
+    @app.get("/v1/mcp", tags=["mcp"], responses=ERRORS)
+    async def mcp_servers(cwd: str | None = None) -> dict[str, Any]:
+        """MCP servers started by this daemon (per session cwd): state, error, pid, restarts,
+        tools with annotations and approval (docs/mcp.md). ``cwd`` filters by directory."""
+        status = getattr(state.registry.tool_source, "status", None)
+        servers = status() if status is not None else []
+        return {"servers": [s for s in servers if cwd is None or s.get("cwd") == cwd]}
+
     @app.post("/v1/debug/hibernate", tags=["debug"], responses=ERRORS)
     async def hibernate_now() -> dict[str, Any]:
         """Drop idle runners without attachers from memory now (normally every 30 s)."""

@@ -294,6 +294,7 @@ async def serve(
     try:
         async with anyio.create_task_group() as outer:
             outer.start_soon(watch_signals)
+            from acagent.mcp import McpManager
             from acagent.providers import create_provider
             from acagent.server._providers import SharedProviders
 
@@ -304,9 +305,13 @@ async def serve(
                 settings, daemon_id=settings.daemon_id or f"{socket.gethostname()}:{port}"
             )
             outer.start_soon(_close_at_exit, journal)
-            async with SessionRegistry.open(
-                settings, interactive=True, provider_factory=providers, journal=journal
-            ) as registry:
+            async with (
+                # MCP servers start once per session cwd, shared by its sessions (docs/mcp.md)
+                McpManager.open(settings.mcp, settings.home, os.environ) as mcp,
+                SessionRegistry.open(
+                    settings, interactive=True, provider_factory=providers, journal=journal, tool_source=mcp
+                ) as registry,
+            ):
                 state = DaemonState(registry=registry, settings=settings, guard=guard, streams=streams)
                 app = create_app(state)
                 server = _make_server(app)

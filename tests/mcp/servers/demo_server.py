@@ -7,7 +7,7 @@ State lives in the directory named by ``DEMO_DIR`` (set through the server's ``e
   ``count.log``; when ``DEMO_COUNT_HANG_FIRST`` is set and it is the first call, it then sleeps
   (so a test can kill the client mid-call);
 * ``append_line(text)`` — destructive: appends ``text`` to ``lines.txt``; with
-  ``DEMO_APPEND_HANG`` set it then sleeps (a kill mid-call leaves the line written);
+  ``DEMO_APPEND_HANG_FIRST`` set, the first call then sleeps (a kill mid-call leaves the line);
 * ``hang()`` — read-only, sleeps forever (cancel and timeout tests); writes ``hang.started``;
 * ``crash()`` — the server process exits at once (code 3);
 * ``gen_one`` on the first start of the server and ``gen_two`` on later starts (``starts`` file):
@@ -58,9 +58,11 @@ async def count(name: str) -> str:
 @server.tool(annotations=ToolAnnotations(destructiveHint=True))
 async def append_line(text: str) -> str:
     """Append a line to lines.txt (destructive)."""
-    with (STATE / "lines.txt").open("a") as f:
+    lines = STATE / "lines.txt"
+    first = not lines.exists()
+    with lines.open("a") as f:
         f.write(text + "\n")
-    if os.environ.get("DEMO_APPEND_HANG"):
+    if first and os.environ.get("DEMO_APPEND_HANG_FIRST"):
         await anyio.sleep(3600)
     return f"appended {text!r}"
 
