@@ -3,6 +3,7 @@
 State lives in the directory named by ``DEMO_DIR`` (set through the server's ``env`` in config):
 
 * ``lookup(key)`` — read-only (``readOnlyHint``): returns ``value-of-<key>``, reporting progress twice;
+* ``echo(text)`` — read-only, returns ``text`` (the benchmark's unit of work);
 * ``count(name)`` — idempotent (``idempotentHint``, not destructive): appends ``name`` to
   ``count.log``; when ``DEMO_COUNT_HANG_FIRST`` is set and it is the first call, it then sleeps
   (so a test can kill the client mid-call);
@@ -41,6 +42,12 @@ async def lookup(key: str, ctx: Context) -> str:  # type: ignore[type-arg]
     await ctx.report_progress(1, 2, f"looking up {key}")
     await ctx.report_progress(2, 2, "done")
     return f"value-of-{key}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def echo(text: str) -> str:
+    """Return the text (read-only; the benchmark's unit of work)."""
+    return text
 
 
 @server.tool(annotations=ToolAnnotations(idempotentHint=True, destructiveHint=False))
