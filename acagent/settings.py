@@ -226,5 +226,32 @@ def load_settings(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(
-            f"invalid setting {where!r}: {first['msg']}", detail=exc.errors(include_url=False)
+            f"invalid setting {where!r}{_config_line(cfg_path, first['loc'], config)}: {first['msg']}",
+            detail=exc.errors(include_url=False),
         ) from None
+
+
+def _config_line(path: Path, loc: Any, config: Mapping[str, Any]) -> str:
+    """`` in '<path>' line N`` for a setting that came from the config file (else ``""``).
+
+    tomllib keeps no positions, so the line is found by the key's last name at the start of a
+    line (``key =``), after the ``[table]`` header of its first name when it is nested.
+    """
+    names = [str(p) for p in loc if not isinstance(p, int)]
+    if not names or names[0] not in config:
+        return ""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    key = names[-1]
+    table = names[0] if len(names) > 1 else None
+    inside = table is None
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if text.startswith("["):
+            inside = table is not None and text.strip("[] ").split(".")[0].strip('"') == table
+            continue
+        if inside and text.split("=", 1)[0].strip().strip('"') == key and "=" in text:
+            return f" in {str(path)!r} line {number}, column {line.index(text[0]) + 1}"
+    return f" in {str(path)!r}"

@@ -94,7 +94,61 @@ async def check_model(settings: Settings, model: str) -> None:
     from acagent.providers import create_provider
 
     provider = create_provider(model, settings)
+    base_url = getattr(provider, "base_url", None)
     await provider.aclose()
+    if isinstance(base_url, str):
+        await preflight(base_url, model.partition(":")[0])
+
+
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+async def preflight(base_url: str, provider: str, timeout_s: float = 1.5) -> None:
+    """Fail within ``timeout_s`` seconds when nothing listens at ``base_url``.
+
+    The provider path retries a refused connection with backoff (10–17 s before the user learns
+    anything); a refused TCP connect or an unknown host before the session is created says it at
+    once. A connect that only times out is left to the provider (a slow network is not "down"),
+    and nothing is checked when a proxy is configured (the proxy, not the host, is connected).
+
+    Raises:
+        ProviderConnectionError: the connection was refused or the host does not resolve.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    import anyio
+
+    from acagent.errors import ProviderConnectionError
+
+    if any(os.environ.get(v) for v in _PROXY_VARS):
+        return
+    parts = urlsplit(base_url)
+    host = parts.hostname
+    if not host:
+        return
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return
+    env = f"{provider.upper()}_BASE_URL"
+    check = f"is the server running? check --base-url, {env} or `acagent doctor`"
+    with anyio.move_on_after(timeout_s):
+        try:
+            stream = await anyio.connect_tcp(host, port)
+        except socket.gaierror as exc:
+            raise ProviderConnectionError(
+                f"cannot reach {provider!r} at {base_url!r}: unknown host {host!r} ({exc.strerror}); {check}"
+            ) from None
+        except OSError as exc:
+            # anyio tries every address and raises OSError("All connection attempts failed")
+            # from the last attempt's error.
+            if isinstance(exc, ConnectionRefusedError) or isinstance(exc.__cause__, ConnectionRefusedError):
+                raise ProviderConnectionError(
+                    f"cannot reach {provider!r} at {base_url!r}: connection refused on port {port}; {check}"
+                ) from None
+            return  # unreachable network and the like: the provider's own errors and retries say it
+        await stream.aclose()
 
 
 def current_dir() -> str:
@@ -154,6 +208,14 @@ async def open_client(
     cwd = canonical_cwd(cwd or current_dir())
     remote = _daemon_client_factory(settings)
     if remote is not None:
+        if settings.providers.base_url:  # only --base-url sets it; the daemon has its own endpoints
+            from acagent.errors import UserError
+
+            raise UserError(
+                f"a daemon serves {str(settings.home)!r} and talks to providers with its own settings, "
+                "so --base-url cannot apply here; drop --base-url, or stop the daemon "
+                "(`acagent serve --stop`) and start it with the endpoint in OPENAI_BASE_URL/ANTHROPIC_BASE_URL"
+            )
         async with remote(resume=resume, continue_=continue_, cwd=cwd, title=title) as opened:
             yield opened
         return

@@ -93,6 +93,9 @@ def test_serve_creates_an_owner_only_home(tmp_path: Path, workspace: Path) -> No
             time.sleep(0.05)
         assert (home / "token").exists()
         assert _loose(home) == []
+        # (the same daemon) --base-url cannot apply through it: refused with a clear line, not ignored
+        r = _run(home, "run", "--base-url", "http://127.0.0.1:9/v1", "hi", cwd=workspace)
+        assert r.returncode == 1 and "a daemon serves" in r.stderr and "--base-url cannot apply" in r.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

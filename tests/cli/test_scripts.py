@@ -101,3 +101,23 @@ def test_sessions_list_rename_rm(cli: Any, mock: MockProvider, workspace: Path) 
     r = _run(cli, "sessions", "rm", ids[0], cwd=workspace)
     assert r.returncode == 1 and "matches no session" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_refused_connection_fails_at_once_and_writes_nothing(cli: Any, workspace: Path) -> None:
+    """No retries with backoff against a port nothing listens on: one line with the URL and what
+    to check, before any session is written (default timing, no shortened retry delays)."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    started = time.monotonic()
+    r = _run(cli, "run", "--model", "openai:m", "--base-url", url, "hi", cwd=workspace)
+    elapsed = time.monotonic() - started
+    assert r.returncode == 1
+    assert url in r.stderr and "connection refused" in r.stderr and "is the server running" in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    assert elapsed < 8, elapsed  # start-up included; the retry path took 10-17 s
+    assert json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout) == []
