@@ -239,6 +239,16 @@ class UsagePayload(_TurnP):
     total_tokens: int
     session_input_tokens: int = 0
     session_output_tokens: int = 0
+    model: str | None = None
+    """``PROVIDER:NAME`` of the call."""
+    cached_input_tokens: int | None = None
+    """Part of ``input_tokens`` read from the provider's prompt cache, when reported."""
+    reasoning_tokens: int | None = None
+    """Part of ``output_tokens`` spent on reasoning, when reported."""
+    cost_usd: float | None = None
+    """Price of the call when it was looked up at call time (docs/limits.md); absent = not priced then."""
+    purpose: str | None = None
+    """``compaction`` for a summary call; absent for ordinary steps."""
 
 
 class ErrorPayload(_TurnP):
@@ -273,12 +283,36 @@ class TurnFailed(_TurnP):
     retryable: bool = False
 
 
+class ContextCompacted(_P):
+    """The older part of the context was replaced by a summary (docs/context.md).
+
+    The model context is rebuilt from the latest compaction (its summary, then every context
+    event with ``seq >= first_kept_seq``); the ``checkpoint`` committed in the same transaction
+    embeds exactly that context. The full history stays in the journal and the transcript.
+    """
+
+    type: Literal["context.compacted"] = "context.compacted"
+    summary: str
+    first_kept_seq: int
+    """Seq of the first event kept verbatim (a turn's ``user.message``)."""
+    tokens_before: int
+    """Estimated tokens of the request before compaction."""
+    tokens_after: int
+    """Estimated tokens of the request after compaction."""
+    model: str
+    """Model that wrote the summary (``PROVIDER:NAME``)."""
+    reason: str = "threshold"
+    """``threshold`` (compact_at reached), ``overflow`` (the provider refused) or ``manual``."""
+
+
 class Checkpoint(_P):
     """The full model context up to ``upto_seq`` (resume = last checkpoint + tail)."""
 
     type: Literal["checkpoint"] = "checkpoint"
     upto_seq: int
     messages: list[dict[str, Any]]
+    message_seqs: list[int] | None = None
+    """Seq of the first event behind each message (None in checkpoints older than compaction)."""
 
 
 AnyPayload = Annotated[
@@ -302,6 +336,7 @@ AnyPayload = Annotated[
     | TurnCompleted
     | TurnInterrupted
     | TurnFailed
+    | ContextCompacted
     | Checkpoint,
     Field(discriminator="type"),
 ]
@@ -329,6 +364,7 @@ EVENT_TYPES: dict[str, type[BaseModel]] = {
         TurnCompleted,
         TurnInterrupted,
         TurnFailed,
+        ContextCompacted,
         Checkpoint,
     )
 }

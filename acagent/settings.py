@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from acagent.errors import ConfigError
 from acagent.usage._caps import Limits
 
-__all__ = ["ProviderSettings", "Settings", "Timing", "default_home", "load_settings"]
+__all__ = ["ContextSettings", "ProviderSettings", "Settings", "Timing", "default_home", "load_settings"]
 
 
 class Timing(BaseModel):
@@ -78,6 +78,19 @@ class Timing(BaseModel):
         return self
 
 
+class ContextSettings(BaseModel):
+    """``[context]``: when and how the model context is compacted (docs/context.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    compact_at: float = Field(default=0.8, gt=0.05, le=1.0)
+    """Compact when the next request is estimated above this fraction of the context window."""
+    keep_recent: float = Field(default=0.35, gt=0.0, lt=0.9)
+    """Most recent turns kept verbatim: at most this fraction of the window (the current turn always)."""
+    auto: bool = True
+    """False: compact only on request (``/compact``, ``acagent compact``, the HTTP route)."""
+
+
 class ProviderSettings(BaseModel):
     """Endpoint settings for the providers (from flags, env and the config file)."""
 
@@ -128,6 +141,10 @@ class Settings(BaseModel):
     """This daemon's id in a PostgreSQL cluster (``--daemon-id``; default ``host:port``)."""
     limits: Limits = Field(default_factory=Limits)
     """``[limits]``: spend, token and turn caps (docs/limits.md)."""
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    """``[context]``: compaction."""
+    models: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """``[models."PROVIDER:NAME"]``: ``context_window`` and ``max_output_tokens`` in tokens."""
     pricing: dict[str, dict[str, float]] = Field(default_factory=dict)
     """``[pricing."PROVIDER:NAME"]``: USD per million tokens, overriding the packaged price table."""
     mcp: dict[str, Any] = Field(default_factory=dict)

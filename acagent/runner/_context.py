@@ -9,6 +9,10 @@ accepts:
   call before a new turn starts);
 - an interrupted assistant message with no text is skipped (never an empty message);
 - two user messages in a row are merged into one (policy for strict role alternation, F02).
+
+Alongside the messages the builder keeps :attr:`ContextBuilder.seqs`, the seq of the first event
+behind each message, so compaction can name the first event it keeps verbatim; checkpoints carry
+them (``message_seqs``) so the positions survive a resume.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class ContextBuilder:
 
     def __init__(self, messages: list[Message] | None = None) -> None:
         self.messages: list[Message] = list(messages or [])
+        self.seqs: list[int] = [0] * len(self.messages)
+        """``seqs[i]``: seq of the first event behind ``messages[i]`` (0 when unknown)."""
         self.last_seq = 0
         """Seq of the latest event that changed the context."""
         self._chain: list[bytes] = []
@@ -76,19 +82,22 @@ class ContextBuilder:
     def apply(self, event: Event) -> None:
         """Fold one event; other event types are ignored."""
         if event.type in _FOLDED:
-            self.apply_raw(event.type, event.payload)
+            self.apply_raw(event.type, event.payload, event.seq)
             self.last_seq = event.seq
 
-    def apply_raw(self, typ: str, payload: dict[str, Any]) -> None:
-        """Fold one ``(type, payload)`` pair."""
+    def apply_raw(self, typ: str, payload: dict[str, Any], seq: int = 0) -> None:
+        """Fold one ``(type, payload)`` pair (``seq``: its event's seq, 0 when unknown)."""
         if typ == "checkpoint":
             self.messages = MESSAGES_ADAPTER.validate_python(payload["messages"])
+            seqs = payload.get("message_seqs")
+            self.seqs = list(seqs) if seqs and len(seqs) == len(self.messages) else [0] * len(self.messages)
         elif typ == "user.message":
-            self._add_user([TextPart(text=payload["text"])])
+            self._add_user([TextPart(text=payload["text"])], seq)
         elif typ == "assistant.message":
             msg = Message.model_validate(payload["message"])
             if msg.parts:
                 self.messages.append(msg)
+                self.seqs.append(seq)
         elif typ == "tool.result":
             part = ToolResultPart(
                 tool_call_id=payload["tool_call_id"],
@@ -107,13 +116,22 @@ class ContextBuilder:
                 self.messages[-1] = Message(role="user", parts=[*results, *others])
             else:
                 self.messages.append(Message(role="user", parts=[part]))
+                self.seqs.append(seq)
 
-    def _add_user(self, parts: list[Any]) -> None:
+    def _add_user(self, parts: list[Any], seq: int) -> None:
         last = self.messages[-1] if self.messages else None
         if last is not None and last.role == "user":
             self.messages[-1] = Message(role="user", parts=[*last.parts, *parts])
         else:
             self.messages.append(Message(role="user", parts=parts))
+            self.seqs.append(seq)
+
+    def replace(self, messages: list[Message], seqs: list[int]) -> None:
+        """Replace the whole context (compaction): ``seqs`` as :attr:`seqs`, same length."""
+        if len(messages) != len(seqs):
+            raise ValueError("one seq per message")
+        self.messages = list(messages)
+        self.seqs = list(seqs)
 
 
 def build_context(events: Iterable[Event]) -> list[Message]:
