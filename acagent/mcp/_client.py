@@ -91,7 +91,6 @@ class McpServer:
         self.first_done = anyio.Event()
         """Set once the first start succeeded or failed."""
         self._conn: _Connection | None = None
-        self._ready = anyio.Event()
         self._settled = anyio.Event()
         """Set while the server is ready or failed for good; replaced by a new one on a crash."""
         self._refresh = anyio.Event()
@@ -139,7 +138,7 @@ class McpServer:
                 error = self._exit_reason(conn)
             except Exception as exc:
                 error = self.spec.redact(_describe(exc, self))
-            self._conn, self._ready, self.pid = None, anyio.Event(), None
+            self._conn, self.pid = None, None
             if not was_ready and self.generation == 0:
                 self._set("failed", error)
                 self.first_done.set()
@@ -204,14 +203,13 @@ class McpServer:
                 ready = True
                 self.started_s = time.time()
                 self._set("ready")
-                self._ready.set()
                 self.first_done.set()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._refresher, session)
                     await conn.closed.wait()
                     tg.cancel_scope.cancel()
                 # Not ready any more from this instant (the crash notice follows the shutdown).
-                self._conn, self._ready, self.state = None, anyio.Event(), "restarting"
+                self._conn, self.state = None, "restarting"
                 if self._settled.is_set():
                     self._settled = anyio.Event()
         return ready, conn
@@ -291,9 +289,8 @@ class McpServer:
             anyio.get_cancelled_exc_class(): when cancelled, after ``notifications/cancelled``.
         """
         cfg = self.spec.config
-        if self._conn is None and self.state in ("starting", "restarting", "crashed"):
-            with anyio.move_on_after(cfg.startup_timeout_s):
-                await self._ready.wait()
+        if self._conn is None:
+            await self.wait_settled(cfg.startup_timeout_s)  # a (re)starting server: bounded
         conn = self._conn
         if conn is None:
             why = f": {self.error}" if self.error else ""

@@ -70,8 +70,9 @@ class ServerConfig(BaseModel):
     """streamable HTTP: the endpoint, e.g. ``http://127.0.0.1:9000/mcp``."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP: request headers, e.g. ``Authorization = "Bearer ${TOKEN}"``."""
-    timeout_s: float = Field(default=DEFAULT_CALL_TIMEOUT_S, gt=0)
-    """Per-call timeout in seconds: a call still running then gets an error result."""
+    timeout_s: float = Field(default=DEFAULT_CALL_TIMEOUT_S, gt=0, le=600)
+    """Per-call timeout in seconds: a call still running then gets an error result. At most 600
+    (the tool timeout), so it stays below ``timing.tool_redelivery_idle_s`` (invariant 7)."""
     startup_timeout_s: float = Field(default=DEFAULT_STARTUP_TIMEOUT_S, gt=0)
     """Seconds from spawn/connect to a listed tool set; past it the server counts as failed."""
     enabled: bool = True
