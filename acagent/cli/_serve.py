@@ -19,6 +19,7 @@ import typer
 
 from acagent.cli._app import app, fail
 from acagent.cli._common import build_settings, run_async
+from acagent.errors import AcagentError
 
 __all__ = ["serve_command", "status_command"]
 
@@ -54,17 +55,19 @@ def serve_command(
         ),
     ] = 30.0,
     send_timeout: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--send-timeout", help="Seconds a stream send may block before the client is closed.", hidden=True
         ),
-    ] = 30.0,
+    ] = None,
     keepalive: Annotated[
-        float, typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.", hidden=True)
-    ] = 15.0,
+        float | None,
+        typer.Option("--keepalive", help="Seconds between SSE keep-alive comments.", hidden=True),
+    ] = None,
     queue_events: Annotated[
-        int, typer.Option("--queue-events", help="Per-attacher queue bound (events).", hidden=True, min=16)
-    ] = 8192,
+        int | None,
+        typer.Option("--queue-events", help="Per-attacher queue bound (events).", hidden=True, min=16),
+    ] = None,
     journal: Annotated[
         str | None,
         typer.Option(
@@ -76,6 +79,18 @@ def serve_command(
         str | None,
         typer.Option("--daemon-id", help="This daemon's id on a PostgreSQL journal (default host:port)."),
     ] = None,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--limit",
+            metavar="NAME=VALUE",
+            help="Override one daemon limit (repeatable), e.g. --limit max_body_bytes=2097152; see docs/daemon.md.",
+        ),
+    ] = None,
+    allow_remote: Annotated[
+        bool,
+        typer.Option("--allow-remote", help="Allow a non-loopback --host (the daemon runs commands as you)."),
+    ] = False,
 ) -> None:
     """Serve sessions over HTTP, WebSocket and SSE (and a web page) on a loopback port."""
     settings = build_settings(
@@ -90,8 +105,26 @@ def serve_command(
         raise typer.Exit(_stop(settings))
     import logging
 
-    from acagent.server._daemon import ServeOptions, serve
+    from acagent.server._daemon import ServeOptions, check_bind, is_loopback, serve
+    from acagent.server._limits import Limits
 
+    pairs = list(limit or [])
+    for name, value in (
+        ("send_timeout_s", send_timeout),
+        ("keepalive_s", keepalive),
+        ("queue_events", queue_events),
+    ):
+        if value is not None:
+            pairs.append(f"{name}={value}")
+    if send_timeout is not None:
+        pairs.append(f"close_grace_s={max(30.0, send_timeout)}")
+    try:
+        limits = Limits().with_overrides(pairs)
+        check_bind(host, allow_remote)
+    except ValueError as exc:
+        fail(str(exc))
+    except AcagentError as exc:
+        fail(exc.message)
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="acagent: %(levelname)s %(name)s: %(message)s"
     )
@@ -100,12 +133,16 @@ def serve_command(
         host=host,
         port=port,
         hibernate_interval_s=hibernate_interval,
-        send_timeout_s=send_timeout,
-        keepalive_s=keepalive,
-        queue_events=queue_events,
+        limits=limits,
+        allow_remote=allow_remote,
     )
 
     def ready(info: dict[str, Any], login_url: str) -> None:
+        if not is_loopback(host):
+            sys.stderr.write(
+                f"acagent: warning: listening on {host}:{info['port']}, reachable from other machines;"
+                f" anyone with the token can run commands as you. URL: {info['url']}\n"
+            )
         sys.stdout.write(
             f"acagent daemon listening on {info['url']} (pid {info['pid']}, home {settings.home})\n"
         )

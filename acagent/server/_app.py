@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from acagent.errors import AcagentError, ConfigError, UserError
+from acagent.server._limits import BodyLimit
 from acagent.server._observe import add_metrics_route
 from acagent.server._security import COOKIE_NAME, Guard, _same
 from acagent.server._state import DaemonState, hibernate
@@ -324,6 +325,8 @@ def create_app(state: DaemonState) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.daemon = state
+    # Starlette runs the last added middleware first: Guard, then the body limit, then routing.
+    app.add_middleware(BodyLimit, limit=state.limits.max_body_bytes)  # type: ignore[arg-type]
     app.add_middleware(Guard, config=state.guard)  # type: ignore[arg-type]
     page = _page_html()
 

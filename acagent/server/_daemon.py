@@ -30,7 +30,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +39,15 @@ import orjson
 
 from acagent._private import private_dir
 from acagent.errors import UserError
+from acagent.server._limits import ConnectionTracker, Limits, header_timeout_response
 from acagent.settings import Settings
 
 __all__ = [
     "DaemonRunning",
     "ServeOptions",
+    "check_bind",
     "ensure_token",
+    "is_loopback",
     "remove_daemon_json",
     "serve",
     "write_daemon_json",
@@ -68,9 +71,10 @@ class ServeOptions:
     port: int = 8765
     hibernate_interval_s: float = 30.0
     recover_interval_s: float = 2.0
-    send_timeout_s: float = 30.0
-    keepalive_s: float = 15.0
-    queue_events: int = 8192
+    limits: Limits = field(default_factory=Limits)
+    """Every resource limit (:mod:`acagent.server._limits`)."""
+    allow_remote: bool = False
+    """Binding a non-loopback address needs this (``--allow-remote``)."""
 
 
 def ensure_token(home: Path) -> str:
@@ -134,6 +138,31 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and addresses in 127.0.0.0/8 or ``::1``."""
+    import ipaddress
+
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    """Refuse a non-loopback ``--host`` unless ``--allow-remote`` was given.
+
+    Raises:
+        UserError: a non-loopback address without ``allow_remote``.
+    """
+    if not is_loopback(host) and not allow_remote:
+        raise UserError(
+            f"--host {host} would expose the daemon (it runs commands as you) beyond this machine;"
+            " add --allow-remote if you mean it, or keep the default 127.0.0.1"
+        )
+
+
 def _url(host: str, port: int) -> str:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
@@ -142,13 +171,17 @@ def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def _http_protocol() -> type:
-    """uvicorn's h11 protocol with two changes at the edge, before the app runs.
+def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
+    """uvicorn's h11 protocol with the edge rules, applied before the app runs.
 
     - Only a ``GET`` may upgrade to a WebSocket (uvicorn hands any request with ``Upgrade:
       websocket`` to the WebSocket protocol, which answers a ``POST`` with a bare 405); other
       methods stay plain HTTP and meet the guard (F18). Other upgrades (``h2c``) are ignored.
     - A request h11 cannot parse (e.g. HTTP/1.1 without ``Host``) gets 400 in the error envelope.
+    - ``max_connections_per_client``: a connection beyond the cap gets ``429
+      too_many_connections`` and is closed before anything is parsed.
+    - ``header_timeout_s``: a request head not complete within it (from connect, and again
+      after each response) gets ``408 header_timeout`` and the connection is closed.
     """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -164,6 +197,51 @@ def _http_protocol() -> type:
     )
 
     class AcagentH11Protocol(H11Protocol):
+        _head_timer: Any = None
+        _client_key = ""
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._client_key = str(self.client[0]) if self.client else ""
+            if not tracker.admit(self._client_key, transport):
+                transport.write(tracker.refusal())
+                transport.close()
+                return
+            self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_head_timer()
+            if self.transport.get_protocol() is self:  # not upgraded: the connection ends here
+                tracker.release(self._client_key, self.transport)
+            super().connection_lost(exc)
+
+        def _arm_head_timer(self) -> None:
+            self._disarm_head_timer()
+            self._head_timer = self.loop.call_later(limits.header_timeout_s, self._head_timeout)
+
+        def _disarm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timeout(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or self.transport.get_protocol() is not self:
+                return  # closed, or upgraded to a WebSocket
+            if self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
+                self.transport.write(header_timeout_response(limits))
+                self.transport.close()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self._head_timer is not None and self.conn.their_state is not h11.IDLE:
+                self._disarm_head_timer()  # the head is complete
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm_head_timer()
+
         def _should_upgrade(self) -> bool:
             if self._get_upgrade() != b"websocket":
                 return False
@@ -189,7 +267,7 @@ def _http_protocol() -> type:
     return AcagentH11Protocol
 
 
-def _make_server(app: Any) -> Any:
+def _make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -205,7 +283,8 @@ def _make_server(app: Any) -> Any:
         access_log=False,
         lifespan="off",
         ws="websockets-sansio",
-        http=_http_protocol(),
+        http=_http_protocol(limits, tracker),
+        ws_max_size=limits.ws_max_message_bytes,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
         ws_per_message_deflate=False,
@@ -260,9 +339,10 @@ async def serve(
     from acagent.runner import SessionRegistry
     from acagent.server._app import create_app
     from acagent.server._security import GuardConfig
-    from acagent.server._state import DaemonState, StreamOptions, hibernate
+    from acagent.server._state import DaemonState, hibernate
     from acagent.server.client import daemon_info
 
+    check_bind(options.host, options.allow_remote)
     home = settings.home
     running = daemon_info(home)
     if running is not None and running.pid != os.getpid():
@@ -276,12 +356,8 @@ async def serve(
     pid = os.getpid()
     url = _url(options.host, port)
     guard = GuardConfig(token=token, port=port, bound_host=options.host)
-    streams = StreamOptions(
-        queue_events=options.queue_events,
-        send_timeout_s=options.send_timeout_s,
-        keepalive_s=options.keepalive_s,
-        close_grace_s=max(30.0, options.send_timeout_s),
-    )
+    limits = options.limits
+    tracker = ConnectionTracker(limits)
     stop = anyio.Event()
 
     async def watch_signals() -> None:
@@ -312,9 +388,10 @@ async def serve(
                     settings, interactive=True, provider_factory=providers, journal=journal, tool_source=mcp
                 ) as registry,
             ):
-                state = DaemonState(registry=registry, settings=settings, guard=guard, streams=streams)
+                state = DaemonState(registry=registry, settings=settings, guard=guard, limits=limits)
+                state.tracker = tracker
                 app = create_app(state)
-                server = _make_server(app)
+                server = _make_server(app, limits, tracker)
                 served = anyio.Event()
 
                 async def run_server() -> None:
@@ -327,6 +404,7 @@ async def serve(
                 async with anyio.create_task_group() as tg:
                     cluster = await _join_cluster(tg, registry, settings)
                     tg.start_soon(run_server)
+                    tg.start_soon(state.reaper.run, state.shutting_down)
                     while not server.started:
                         if stop.is_set():
                             raise UserError(f"the HTTP server did not start on {url}")

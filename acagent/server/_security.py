@@ -22,6 +22,9 @@ runs before authentication and routing, in this order:
    ``bearer.<token>``). Anything else is ``401 unauthorized``. A handshake that offers a bearer
    subprotocol must also offer ``acagent.v1`` (the protocol the daemon selects), otherwise it is
    ``400 bad_request`` — the daemon never selects the token as the protocol (F17 row j).
+   A ``401`` carries ``WWW-Authenticate: Bearer realm="acagent"``. A request that carries the
+   login cookie and that a browser marks ``Sec-Fetch-Site: cross-site`` is ``403
+   forbidden_cross_site`` (the cookie never acts for another site).
 
 Only ``GET /`` (the static page, which holds no data) and ``GET /login`` (which checks the token
 it is given) skip step 3. A refused request gets the same answer on every path, with and
@@ -81,11 +84,14 @@ class Refusal:
     def headers(self) -> list[tuple[bytes, bytes]]:
         """Response headers: the same for every refused request (no cookie, no CORS)."""
         body = self.body()
-        return [
+        headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
             (b"cache-control", b"no-store"),
         ]
+        if self.status == 401:  # RFC 9110 §11.6.1: a 401 names the scheme it wants
+            headers.append((b"www-authenticate", b'Bearer realm="acagent"'))
+        return headers
 
 
 BAD_HOST = Refusal(400, "bad_request", "exactly one non-empty Host header is required")
@@ -99,6 +105,11 @@ UNAUTHORIZED = Refusal(
     401,
     "unauthorized",
     "missing or wrong credential: send 'Authorization: Bearer <token>' ($ACAGENT_HOME/token)",
+)
+FORBIDDEN_CROSS_SITE = Refusal(
+    403,
+    "forbidden_cross_site",
+    "a cross-site request (Sec-Fetch-Site: cross-site) may not use the login cookie; use the daemon's own page",
 )
 BEARER_PROTOCOL_ONLY = Refusal(
     400, "bad_request", f"a bearer subprotocol must come with the {SUBPROTOCOL!r} subprotocol"
@@ -254,6 +265,12 @@ def evaluate(scope: Scope, config: GuardConfig) -> Refusal | None:
         and scope.get("path") in PUBLIC_PATHS
     ):
         return None
+    if any(v.strip().lower() == "cross-site" for v in headers.get(b"sec-fetch-site", [])) and _cookies(
+        headers.get(b"cookie", [])
+    ).get(COOKIE_NAME):
+        # A browser says another site made this request and it carries the login cookie: the
+        # cookie must never act for another site (belt and braces to SameSite=Strict + Origin).
+        return FORBIDDEN_CROSS_SITE
     if not authenticated(scope, headers, config):
         return UNAUTHORIZED
     return None

@@ -13,6 +13,8 @@ import anyio
 
 from acagent.events import Event
 from acagent.runner import SessionRegistry
+from acagent.server._limits import ConnectionTracker, Limits
+from acagent.server._reaper import Reaper, StreamConn
 from acagent.server._security import GuardConfig
 from acagent.settings import Settings
 from acagent.store import SqliteJournal
@@ -20,24 +22,8 @@ from acagent.store import SqliteJournal
 __all__ = ["DaemonState", "StreamOptions", "hibernate", "pending_approval_events", "release_memory"]
 
 
-@dataclass
-class StreamOptions:
-    """Tuning of the WebSocket and SSE streams (seconds unless the name says otherwise).
-
-    Attributes:
-        queue_events: bound of each attacher's bus queue; a subscriber that overflows it is evicted
-            and told to re-attach with ``since``. Larger than the writer's largest group commit
-            (5,000 buffered deltas are published at once), so a burst alone never evicts a healthy
-            client; the events are shared between queues, so a full queue costs pointers, not copies.
-        send_timeout_s: a single send blocked longer than this closes the connection (a stalled peer).
-        keepalive_s: SSE comment line interval when no event flows (WebSocket uses protocol pings).
-        close_grace_s: how long a close frame / final SSE event may wait for a stalled peer.
-    """
-
-    queue_events: int = 8192
-    send_timeout_s: float = 30.0
-    keepalive_s: float = 15.0
-    close_grace_s: float = 30.0
+StreamOptions = Limits
+"""Former name of :class:`~acagent.server._limits.Limits` (the stream tuning is part of it)."""
 
 
 @dataclass
@@ -47,17 +33,32 @@ class DaemonState:
     registry: SessionRegistry
     settings: Settings
     guard: GuardConfig
-    streams: StreamOptions = field(default_factory=StreamOptions)
+    limits: Limits = field(default_factory=Limits)
+    tracker: ConnectionTracker | None = None
+    """Connections per client (set by ``serve``; None when the app runs without it)."""
+    reaper: Reaper = field(init=False)
+    """Every stream connection, and the one task that watches them."""
     started_at: float = field(default_factory=time.time)
     accepting: bool = True
     """False once shutdown began: new sessions and turns get 503 ``shutting_down``."""
     shutting_down: anyio.Event = field(default_factory=anyio.Event)
     """Set once running turns have ended during shutdown: streams close (1012)."""
-    connections: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Live stream connections: name → {kind, session_id, since, sent, last_seq}."""
     turn_locks: dict[str, anyio.Lock] = field(default_factory=dict)
     evictions: int = 0
     send_timeouts: int = 0
+
+    def __post_init__(self) -> None:
+        self.reaper = Reaper(self.limits)
+
+    @property
+    def streams(self) -> Limits:
+        """The limits (former name)."""
+        return self.limits
+
+    @property
+    def connections(self) -> dict[str, StreamConn]:
+        """Live stream connections by name."""
+        return self.reaper.conns
 
     @asynccontextmanager
     async def turn_lock(self, session_id: str) -> AsyncIterator[None]:
@@ -78,8 +79,8 @@ class DaemonState:
     def streams_caught_up(self) -> bool:
         """True when every stream connection has sent its session's last published event."""
         for conn in self.connections.values():
-            runner = self.registry.runners.get(conn["session_id"])
-            if runner is not None and conn["last_seq"] < runner.bus.last_seq:
+            runner = self.registry.runners.get(conn.session_id)
+            if runner is not None and conn.last_seq < runner.bus.last_seq:
                 return False
         return True
 
@@ -97,7 +98,7 @@ class DaemonState:
             }
         kinds: dict[str, int] = {"ws": 0, "sse": 0}
         for conn in self.connections.values():
-            kinds[conn["kind"]] = kinds.get(conn["kind"], 0) + 1
+            kinds[conn.kind] = kinds.get(conn.kind, 0) + 1
         return {
             "pid": os.getpid(),
             "runners": len(self.registry.runners),
@@ -109,8 +110,15 @@ class DaemonState:
             "sessions": per_session,
             "evictions": self.evictions,
             "send_timeouts": self.send_timeouts,
-            "queue_events": self.streams.queue_events,
-            "send_timeout_s": self.streams.send_timeout_s,
+            "queue_events": self.limits.queue_events,
+            "send_timeout_s": self.limits.send_timeout_s,
+            "limits": self.limits.as_dict(),
+            "refused": {
+                "attachers": self.reaper.refused,
+                "connections": self.tracker.refused if self.tracker is not None else 0,
+            },
+            "reaper_ticks": self.reaper.ticks,
+            "blocked_sends": self.reaper.blocked(1.0),
             "uptime_s": round(time.time() - self.started_at, 3),
         }
 
@@ -139,25 +147,8 @@ async def hibernate(state: DaemonState) -> int:
 async def pending_approval_events(journal: SqliteJournal, session_id: str) -> list[Event]:
     """The original ``approval.requested`` envelopes of the session's pending approvals (F14).
 
-    One per pending tool call (the latest request for it), ascending seq.
+    One per pending tool call (the latest request for it, should it have been asked again after
+    a restart), ascending seq.
     """
-    pending = {r.tool_call_id for r in await journal.pending_approvals(session_id)}
-    if not pending:
-        return []
-
-    def q(db: Any) -> Any:
-        return db.execute(
-            "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND type = 'approval.requested'"
-            " ORDER BY seq",
-            (session_id,),
-        ).fetchall()
-
-    import orjson
-
-    latest: dict[str, Event] = {}
-    for seq, ts, typ, payload in await journal._run(q, read=True):
-        data = orjson.loads(payload)
-        tcid = data.get("tool_call_id")
-        if tcid in pending:
-            latest[tcid] = Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=data)
+    latest = {e.payload.get("tool_call_id"): e for e in await journal.pending_approval_events(session_id)}
     return sorted(latest.values(), key=lambda e: e.seq)

@@ -8,32 +8,36 @@ event and drops one it has already shown. Then every durable event with seq > ``
 once, in order, then live events (the runner's subscription dedupes the replay→live seam).
 
 Slow consumers (F08): the runner's per-subscriber queue is bounded (``queue_events``) and the bus
-evicts a subscriber that overflows it, without ever blocking the producer. A watchdog notices the
-eviction even while the connection is blocked in a send, and closes it: WebSocket close code
+evicts a subscriber that overflows it, without ever blocking the producer. The one reaper task
+(:mod:`acagent.server._reaper`) notices the eviction even while the connection is blocked in a
+send, and closes it: WebSocket close code
 4008 with reason ``re-attach with since=<last seq sent>``; SSE an ``event: evicted`` whose data
 names the seq. Every send has a deadline (``send_timeout_s``): a peer that stops reading is
 closed the same way. Server memory per connection is bounded by the queue plus the transport's
 write buffer. SSE sends a comment line (``: keep-alive``, no ``id``) after ``keepalive_s``
-without an event; WebSocket relies on protocol pings.
+without an event; WebSocket relies on protocol pings. Admission (attacher caps) and every
+other limit: :mod:`acagent.server._limits`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, cast
+from typing import cast
 
 import anyio
 import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from acagent.errors import AcagentError, UserError
 from acagent.events import Event
 from acagent.runner import SubscriberEvicted
+from acagent.server._limits import FrameRate
+from acagent.server._reaper import StreamConn
 from acagent.server._security import SUBPROTOCOL
 from acagent.server._state import DaemonState, pending_approval_events
 
@@ -43,6 +47,11 @@ log = logging.getLogger("acagent.server")
 
 CLOSE_EVICTED = 4008
 """WebSocket close code for a subscriber that fell behind or stalled; the reason names ``since``."""
+DISCONNECTED = (OSError, WebSocketDisconnect)
+"""What a send or receive raises when the client went away (uvicorn's ``ClientDisconnected`` is an
+``OSError``): the end of a stream, never an error to log."""
+CLOSE_POLICY = 1008
+"""WebSocket close code for a client that floods the daemon with frames (``ws_messages_per_s``)."""
 CLOSE_RESTART = 1012
 """WebSocket close code when the daemon shuts down (service restart)."""
 MAX_SEQ = 2**62
@@ -92,19 +101,10 @@ def replay_json(event: Event) -> bytes:
     return orjson.dumps({**event.to_dict(), "replay": True})
 
 
-class _End:
-    __slots__ = ("kind",)
-
-    def __init__(self) -> None:
-        self.kind = ""
-
-
 async def pump(
     state: DaemonState,
-    session_id: str,
-    since: int,
+    conn: StreamConn,
     *,
-    kind: str,
     send_event: Callable[[Event, bool], Awaitable[None]],
     send_reset: Callable[[int, int], Awaitable[None]],
     wait_disconnect: Callable[[], Awaitable[None]],
@@ -112,11 +112,13 @@ async def pump(
 ) -> tuple[str, int]:
     """Stream a session to one connection until it ends.
 
+    The connection was admitted by :meth:`Reaper.open`; the reaper ends it (cancelling its task
+    group through ``conn.scope``) on eviction, a blocked send or shutdown, and wakes the
+    keep-alive. This function unregisters it when it returns.
+
     Args:
         state: the daemon.
-        session_id: the session (must exist).
-        since: exclusive cursor.
-        kind: ``ws`` or ``sse`` (names the bus subscription and the stats entry).
+        conn: the admitted connection (its ``since`` is the exclusive cursor).
         send_event: ``(event, replay)`` → sends one event on the connection.
         send_reset: ``(since, last_seq)`` → tells the client its cursor is above the session's
             last seq (``stream.reset``); the stream then continues from ``last_seq``.
@@ -127,144 +129,135 @@ async def pump(
         ``(end, last_seq_sent)`` where end is ``disconnected``, ``evicted``, ``timeout``,
         ``shutdown`` or ``closed``.
     """
-    opts = state.streams
-    name = f"{kind}:{uuid.uuid4().hex[:12]}"
-    conn: dict[str, Any] = {
-        "kind": kind,
-        "session_id": session_id,
-        "since": since,
-        "sent": 0,
-        "last_seq": since,
-    }
-    state.connections[name] = conn
-    end = _End()
+    session_id = conn.session_id
     lock = anyio.Lock() if keepalive is not None else None
-    last_activity = [anyio.current_time()]
-    sending_since: list[float | None] = [None]
-    prod: dict[str, Any] = {"runner": None, "started": False, "done": False}
 
     async def timed(fn: Callable[[], Awaitable[None]]) -> None:
-        # The send deadline is enforced by the watchdog (no cancel scope per event: this is the hot path).
+        # The send deadline is enforced by the reaper: the hot path only stamps the time.
         if lock is None:
-            sending_since[0] = anyio.current_time()
+            conn.sending_since = anyio.current_time()
             await fn()
         else:
             async with lock:
-                sending_since[0] = anyio.current_time()
+                conn.sending_since = anyio.current_time()
                 await fn()
-        sending_since[0] = None
-        last_activity[0] = anyio.current_time()
+        conn.sending_since = None
+        conn.last_activity = anyio.current_time()
 
     try:
         async with anyio.create_task_group() as tg:
-
-            def finish(kind_: str) -> None:
-                if not end.kind:
-                    end.kind = kind_
-                tg.cancel_scope.cancel()
+            conn.scope = tg.cancel_scope
 
             async def on_disconnect() -> None:
-                await wait_disconnect()
-                finish("disconnected")
-
-            async def on_shutdown() -> None:
-                await state.shutting_down.wait()
-                finish("shutdown")
-
-            async def watchdog() -> None:
-                while True:
-                    await anyio.sleep(0.1)
-                    started = sending_since[0]
-                    if started is not None and anyio.current_time() - started > opts.send_timeout_s:
-                        finish("timeout")
-                        return
-                    runner = prod["runner"]
-                    if runner is None or not prod["started"] or prod["done"] or runner.bus.closed:
-                        continue
-                    if not any(s.name == name for s in runner.bus.subscribers):
-                        finish("evicted")
-                        return
+                with contextlib.suppress(*DISCONNECTED):
+                    await wait_disconnect()
+                conn.finish("disconnected")
 
             async def keepalives() -> None:
                 assert keepalive is not None
                 while True:
-                    await anyio.sleep(opts.keepalive_s / 4)
-                    if anyio.current_time() - last_activity[0] >= opts.keepalive_s:
+                    conn.keepalive_due = due = anyio.Event()
+                    await due.wait()
+                    try:
                         await timed(keepalive)
+                    except DISCONNECTED:
+                        conn.finish("disconnected")
+                        return
 
             async def main() -> None:
                 try:
-                    for attempt in range(3):
-                        runner = await state.registry.get_runner(session_id)
-                        if not runner.bus.closed:
-                            break
-                        await anyio.sleep(0.05 * (attempt + 1))  # hibernated meanwhile: rebuilt next call
-                    prod["runner"] = runner
-                    cursor = since
-                    if since > runner.bus.last_seq:
-                        # A cursor above the session's last seq (a data dir restored from an older
-                        # copy, a client that mixed up sessions): tell the client where the session
-                        # stands, then continue from there — never silence.
-                        cursor = runner.bus.last_seq
-                        await timed(lambda: send_reset(since, cursor))
-                        conn["last_seq"] = cursor
-                    for event in await pending_approval_events(state.journal, session_id):
-                        if event.seq <= cursor:
-                            await timed(lambda e=event: send_event(e, True))  # type: ignore[misc]
-                    agen = cast(
-                        AsyncGenerator[Event, None],
-                        runner.subscribe(name, conn["last_seq"], maxsize=opts.queue_events),
-                    )
-                    prod["started"] = True
-                    try:
-                        async for event in agen:
-                            await timed(lambda e=event: send_event(e, False))  # type: ignore[misc]
-                            conn["last_seq"] = event.seq
-                            conn["sent"] += 1
-                    finally:
-                        prod["done"] = True
-                        await agen.aclose()
+                    await _stream(state, conn, send_event, send_reset, timed)
                 except SubscriberEvicted:
-                    finish("evicted")
+                    conn.finish("evicted")
+                except DISCONNECTED:  # the client went away mid-send: not an error
+                    conn.finish("disconnected")
                 except AcagentError as exc:
-                    log.warning("%s stream of session %s ended: %s", kind, session_id, exc)
-                    finish("closed")
+                    log.warning("%s stream of session %s ended: %s", conn.kind, session_id, exc)
+                    conn.finish("closed")
                 except TimeoutError:
-                    finish("timeout")
+                    conn.finish("timeout")
                 except RuntimeError:  # the bus closed under us (shutdown)
-                    finish("closed")
+                    conn.finish("closed")
                 else:
-                    finish("closed")
+                    conn.finish("closed")
 
             tg.start_soon(on_disconnect)
-            tg.start_soon(on_shutdown)
-            tg.start_soon(watchdog)
             if keepalive is not None:
                 tg.start_soon(keepalives)
             tg.start_soon(main)
+            if state.shutting_down.is_set():
+                conn.finish("shutdown")
     finally:
-        state.connections.pop(name, None)
-    if end.kind == "evicted":
+        state.reaper.close(conn)
+    _log_end(state, conn)
+    return conn.end or "closed", conn.last_seq
+
+
+async def _stream(
+    state: DaemonState,
+    conn: StreamConn,
+    send_event: Callable[[Event, bool], Awaitable[None]],
+    send_reset: Callable[[int, int], Awaitable[None]],
+    timed: Callable[[Callable[[], Awaitable[None]]], Awaitable[None]],
+) -> None:
+    """The stream proper: reset (F30), re-sent approvals (F14), journal replay, then live."""
+    session_id, since = conn.session_id, conn.since
+    for attempt in range(3):
+        runner = await state.registry.get_runner(session_id)
+        if not runner.bus.closed:
+            break
+        await anyio.sleep(0.05 * (attempt + 1))  # hibernated meanwhile: rebuilt next call
+    cursor = since
+    if since > runner.bus.last_seq:
+        # A cursor above the session's last seq (a data dir restored from an older copy, a
+        # client that mixed up sessions): tell the client where the session stands, then
+        # continue from there — never silence.
+        cursor = runner.bus.last_seq
+        await timed(lambda: send_reset(since, cursor))
+        conn.last_seq = cursor
+    for event in await pending_approval_events(state.journal, session_id):
+        if event.seq <= cursor:
+            await timed(lambda e=event: send_event(e, True))  # type: ignore[misc]
+    agen = cast(
+        AsyncGenerator[Event, None],
+        runner.subscribe(conn.name, conn.last_seq, maxsize=state.limits.queue_events),
+    )
+    try:
+        async for event in agen:
+            if conn.sub is None:
+                # The bus subscription exists once the first event arrives: found once (O(N)
+                # once per connection), then the reaper checks it in O(1) each tick.
+                conn.sub = next((s for s in runner.bus.subscribers if s.name == conn.name), False)
+            await timed(lambda e=event: send_event(e, False))  # type: ignore[misc]
+            conn.last_seq = event.seq
+            conn.sent += 1
+    finally:
+        conn.sub = None
+        await agen.aclose()
+
+
+def _log_end(state: DaemonState, conn: StreamConn) -> None:
+    lim = state.limits
+    if conn.end == "evicted":
         state.evictions += 1
         log.warning(
             "%s subscriber %s of session %s evicted (fell %d+ events behind); told to re-attach with since=%d",
-            kind,
-            name,
-            session_id,
-            opts.queue_events,
-            conn["last_seq"],
+            conn.kind,
+            conn.name,
+            conn.session_id,
+            lim.queue_events,
+            conn.last_seq,
         )
-    elif end.kind == "timeout":
+    elif conn.end == "timeout":
         state.send_timeouts += 1
         log.warning(
             "%s subscriber %s of session %s stalled (a send blocked > %.0f s); closed at since=%d",
-            kind,
-            name,
-            session_id,
-            opts.send_timeout_s,
-            conn["last_seq"],
+            conn.kind,
+            conn.name,
+            conn.session_id,
+            lim.send_timeout_s,
+            conn.last_seq,
         )
-    return end.kind or "closed", conn["last_seq"]
 
 
 def _reattach_reason(last_seq: int) -> str:
@@ -281,11 +274,26 @@ async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
     try:
         since = parse_since(websocket.query_params.get("since"))
         await state.journal.get_session(session_id)
+        conn = state.reaper.open("ws", session_id, since)
     except AcagentError as exc:
-        await websocket.send_denial_response(JSONResponse(exc.to_envelope(), status_code=exc.status_code))
+        with contextlib.suppress(*DISCONNECTED):
+            await websocket.send_denial_response(JSONResponse(exc.to_envelope(), status_code=exc.status_code))
         return
+    try:
+        await _serve_websocket(state, websocket, conn)
+    except DISCONNECTED:
+        return  # the client went away: not an error
+    finally:
+        state.reaper.close(conn)
+
+
+async def _serve_websocket(state: DaemonState, websocket: WebSocket, conn: StreamConn) -> None:
     offered = websocket.scope.get("subprotocols", [])
-    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+    try:
+        await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+    except DISCONNECTED:
+        return  # the client left during the handshake: not an error
+    rate = FrameRate(state.limits.ws_messages_per_s, state.limits.ws_burst)
 
     async def send_event(event: Event, replay: bool) -> None:
         data = replay_json(event) if replay else event.to_json_bytes()
@@ -299,23 +307,26 @@ async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
                 return
+            if not rate.take():  # frames are ignored, but a flood costs CPU: close it
+                conn.finish("flood")
+                return
 
     try:
         end, last = await pump(
             state,
-            session_id,
-            since,
-            kind="ws",
+            conn,
             send_event=send_event,
             send_reset=send_reset,
             wait_disconnect=wait_disconnect,
         )
-    except OSError:
+    except DISCONNECTED:
         return
     if end == "disconnected":
         return
-    code, reason, grace = CLOSE_EVICTED, _reattach_reason(last), state.streams.close_grace_s
-    if end in ("shutdown", "closed"):
+    code, reason, grace = CLOSE_EVICTED, _reattach_reason(last), state.limits.close_grace_s
+    if end == "flood":
+        code, reason, grace = CLOSE_POLICY, f"too many frames from the client; {_reattach_reason(last)}", 2.0
+    elif end in ("shutdown", "closed"):
         code, reason, grace = CLOSE_RESTART, f"daemon stopping; {_reattach_reason(last)}", 2.0
     with anyio.move_on_after(grace):
         try:
@@ -350,6 +361,19 @@ class SSEStream(Response):
         self.since = since
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            conn = self.state.reaper.open("sse", self.session_id, self.since)
+        except AcagentError as exc:
+            await JSONResponse(exc.to_envelope(), status_code=exc.status_code)(scope, receive, send)
+            return
+        try:
+            await self._serve(conn, receive, send)
+        except DISCONNECTED:
+            return  # the client went away: not an error
+        finally:
+            self.state.reaper.close(conn)
+
+    async def _serve(self, conn: StreamConn, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
 
@@ -385,15 +409,13 @@ class SSEStream(Response):
         try:
             end, last = await pump(
                 self.state,
-                self.session_id,
-                self.since,
-                kind="sse",
+                conn,
                 send_event=send_event,
                 send_reset=send_reset,
                 wait_disconnect=wait_disconnect,
                 keepalive=keepalive,
             )
-        except OSError:
+        except DISCONNECTED:
             return
         if end == "disconnected":
             return
@@ -404,7 +426,7 @@ class SSEStream(Response):
         elif end in ("shutdown", "closed"):
             data = orjson.dumps({"last_seq": last, "message": f"daemon stopping; {_reattach_reason(last)}"})
             tail = b"event: closed\ndata: " + data + b"\n\n"
-        grace = self.state.streams.close_grace_s
+        grace = self.state.limits.close_grace_s
         with anyio.move_on_after(grace):
             try:
                 await send({"type": "http.response.body", "body": tail, "more_body": False})
