@@ -42,6 +42,12 @@ from acagent.tools import ToolResult
 __all__ = ["MAX_RESTARTS", "McpServer"]
 
 log = logging.getLogger("acagent.mcp")
+# The SDK logs transport trouble with tracebacks (logger "mcp"); acagent reports each failure as
+# one line of its own (state, error result, event), so the SDK's records go nowhere by default.
+_sdk_log = logging.getLogger("mcp")
+if not _sdk_log.handlers:
+    _sdk_log.addHandler(logging.NullHandler())
+    _sdk_log.propagate = False
 MAX_RESTARTS = 5
 RESULT_LIMIT_CHARS = 30_000
 _CLIENT_INFO = types.Implementation(name="acagent", version="1")

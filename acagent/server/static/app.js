@@ -130,7 +130,21 @@ async function listSessions() {
       ul.append(li);
     }
     if (!rows.length) ul.append(el("li", "m", "No sessions here yet."));
+    listMcp(cwd);
   } catch (e) { setErr(e.message); }
+}
+
+async function listMcp(cwd) {            // MCP servers this daemon started (GET /v1/mcp, docs/mcp.md)
+  const box = $("mcp"); box.replaceChildren();
+  try {
+    const data = await api("GET", "/v1/mcp" + (cwd ? "?cwd=" + encodeURIComponent(cwd) : ""));
+    if (!data.servers.length) return;
+    box.append(el("div", "t", "MCP servers"));
+    for (const s of data.servers) {
+      box.append(el("div", "m", s.name + " · " + s.state + " · " + s.tools.length + " tools" +
+                                 (s.error ? " · " + s.error : "") + (cwd ? "" : " · " + s.cwd)));
+    }
+  } catch (_) { /* an older daemon without /v1/mcp */ }
 }
 
 async function createSession() {
