@@ -173,6 +173,9 @@ class ToolResultEvent(_TurnP):
     content: str
     is_error: bool
     exit_code: int | None = None
+    output_ref: dict[str, Any] | None = None
+    """When ``content`` is a head + tail cut: the full output on disk, ``{"path", "bytes",
+    "sha256"}`` with ``path`` relative to the transcript's directory (docs/approvals.md, F44)."""
 
 
 class ApprovalRequested(_TurnP):

@@ -130,6 +130,9 @@ class Settings(BaseModel):
     checkpoint_ratio: float = 0.5
     """Write a checkpoint when the tail since the last one exceeds this fraction of its size."""
     system_prompt: str | None = None
+    tool_output_limit_chars: int = Field(default=30_000, ge=1000)
+    """Most characters of one tool output the model gets and the terminal shows (head + tail);
+    a longer output is kept in full in a blob beside the transcript (F44)."""
     shell_allow: list[str] = Field(default_factory=list)
     """Programs the shell tool may run without approval (same rule as an ``always`` answer)."""
     crash_at: str | None = None

@@ -105,19 +105,90 @@ def rm_command(
         sys.stdout.write(f"removed {full}\n")
 
 
+EXPORT_PAGE_EVENTS = 32
+"""Events read from the journal per page by ``acagent export`` (memory stays bounded by a page)."""
+EXPORT_HEADROOM_BYTES = 16 * 1024 * 1024
+"""Least free address space ``acagent export`` makes sure of before reading the next page."""
+
+
+def _holds(exc: BaseException | None, match: Any) -> bool:
+    """True if ``exc``, a member of its group or a cause satisfies ``match(e)``."""
+    if exc is None:
+        return False
+    if match(exc):
+        return True
+    if isinstance(exc, BaseExceptionGroup) and any(_holds(e, match) for e in exc.exceptions):
+        return True
+    return _holds(exc.__cause__, match)
+
+
+def _reserve(nbytes: int) -> None:
+    """Raise MemoryError unless ``nbytes`` of address space are free (nothing is touched)."""
+    import mmap
+
+    try:
+        mmap.mmap(-1, nbytes).close()
+    except OSError as exc:
+        raise MemoryError(f"cannot reserve {nbytes} bytes: {exc.strerror}") from None
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    # Address-space exhaustion shows as MemoryError, SQLite's "out of memory", or a thread
+    # (aiosqlite's, anyio's worker) that cannot start.
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "out of memory" in text or "can't start new thread" in text
+
+
 @app.command("export")
 def export_command(session_id: Annotated[str, typer.Argument(help="Session id or unique prefix.")]) -> None:
-    """Print a session's events as JSONL (the transcript format) on stdout."""
+    """Print a session's events as JSONL (the transcript format) on stdout.
+
+    Streamed: the journal is read :data:`EXPORT_PAGE_EVENTS` events at a time and each line is
+    written as it is read, so memory does not grow with the session. Big tool outputs appear as
+    their head + tail with ``output_ref``; the blob files themselves are not embedded
+    (docs/approvals.md, F44). Running out of memory ends with one line naming the session.
+    """
     settings = build_settings()
-
-    async def go(journal: Any) -> list[Any]:
-        row = await journal.find_session(session_id)
-        return await journal.events(row.id, 0)
-
     out = sys.stdout.buffer
-    for event in run_async(lambda: _with_journal(settings, go)):
-        out.write(event.to_json_bytes() + b"\n")
-    out.flush()
+    done = {"id": session_id, "events": 0}
+
+    async def go(journal: Any) -> None:
+        row = await journal.find_session(session_id)
+        done["id"] = row.id
+        since, biggest = 0, 0
+        while True:
+            # Some C extensions (the JSON parser) crash instead of raising MemoryError when an
+            # allocation fails: probe for room for the next page first, so running out of memory
+            # is a MemoryError here, at a point where it can be reported.
+            _reserve(max(EXPORT_HEADROOM_BYTES, 4 * biggest))
+            page = await journal.events(row.id, since, limit=EXPORT_PAGE_EVENTS)
+            if not page:
+                break
+            size = 0
+            for event in page:
+                line = event.to_json_bytes() + b"\n"
+                size += len(line)
+                out.write(line)
+            biggest = max(biggest, size)
+            done["events"] += len(page)
+            since = page[-1].seq
+        out.flush()
+
+    try:
+        run_async(lambda: _with_journal(settings, go))
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        if _holds(exc, lambda e: isinstance(e, BrokenPipeError)):
+            raise SystemExit(1) from None
+        if _holds(exc, _out_of_memory):
+            fail(
+                f"export of session {done['id']!r} ran out of memory after {done['events']} events; "
+                "raise the memory limit and export again"
+            )
+        fail(
+            f"export of session {done['id']!r} failed after {done['events']} events: {type(exc).__name__}: {exc}"
+        )
 
 
 @app.command("import")

@@ -45,7 +45,9 @@ from acagent.store import (
     ToolCallRow,
     UpdateToolCall,
 )
+from acagent.store._transcript import transcript_path
 from acagent.tools import ApprovalPolicy, Tool, ToolContext, ToolResult, default_tools, secret_values
+from acagent.tools._blob import blob_dir_for
 
 __all__ = ["AgentRunner", "InProcessRunner", "SubscriberEvicted", "pid_is_dead"]
 
@@ -293,6 +295,8 @@ class InProcessRunner:
             on_process_started=on_process_started,
             ask_user=ask,
             private_dirs=(Path(self.settings.home),),
+            output_limit_chars=self.settings.tool_output_limit_chars,
+            blob_dir=blob_dir_for(transcript_path(self.settings.sessions_dir, self.cwd, self.session_id)),
             secrets=secret_values(
                 self.settings.home,
                 (self.settings.providers.openai_api_key, self.settings.providers.anthropic_api_key),

@@ -48,6 +48,7 @@ def result_event(turn_id: str, row: ToolCallRow, result: ToolResult) -> tuple[st
             content=result.content,
             is_error=result.is_error,
             exit_code=result.exit_code,
+            output_ref=result.data.get("output_ref"),
         ),
     )
 

@@ -63,6 +63,11 @@ class ToolContext:
     """Directories no tool reads or writes (acagent's data dir, ``ACAGENT_HOME``), even when
     they lie inside the workspace (:class:`~acagent.tools.PathPrivate`)."""
 
+    output_limit_chars: int = 30_000
+    """Most characters of a call's output the model gets (head + tail; ``tool_output_limit_chars``)."""
+    blob_dir: Path | None = None
+    """Where an output cut for the model is kept in full (``<id>.blobs`` beside the transcript);
+    None keeps nothing (see :mod:`acagent.tools._blob`)."""
     secrets: tuple[str, ...] = ()
     """Secret values (configured provider keys, the daemon token) that must not reach a tool
     process under any variable name (:func:`~acagent.tools.scrubbed_env`)."""

@@ -24,7 +24,9 @@ Lifecycle of a call:
   with the partial output; then the cancellation is re-raised.
 
 What the model sees (``ToolResult.content``): the captured output (at most
-:data:`OUTPUT_LIMIT_CHARS` characters: head and tail, joined by ``[... N bytes omitted ...]``),
+``ctx.output_limit_chars`` characters, default :data:`OUTPUT_LIMIT_CHARS`: head and tail, joined
+by ``[... N bytes omitted; the full output (M bytes) is kept by acagent ...]``; the full bytes go
+to a blob file referenced by the result's ``output_ref``, see :mod:`acagent.tools._blob`),
 then ``exit code N`` on its own line if the exit status is nonzero, or a bracketed note for a
 timeout or interruption. An empty output reads ``(no output)``.
 """
@@ -32,6 +34,7 @@ timeout or interruption. An empty output reads ``(no output)``.
 from __future__ import annotations
 
 import codecs
+import re
 import signal
 import subprocess
 from typing import Any, ClassVar
@@ -40,6 +43,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from acagent.tools._base import Tool, ToolContext, ToolResult
+from acagent.tools._blob import OutputSpool
 from acagent.tools._env import scrubbed_env
 from acagent.tools._process import kill_process_group
 
@@ -47,8 +51,9 @@ __all__ = ["OUTPUT_LIMIT_CHARS", "OutputCapture", "ShellArgs", "ShellTool", "int
 
 OUTPUT_LIMIT_CHARS = 30_000
 """Most characters of output the model gets from one call (head and tail are kept)."""
-LIVE_OUTPUT_LIMIT_CHARS = 1_000_000
-"""Most characters streamed as live ``tool.output`` per call; the rest is only counted."""
+LIVE_OUTPUT_LIMIT_CHARS = 256_000
+"""Most characters streamed as live ``tool.output`` per call (they are journaled and replayed to
+every attacher); the rest reaches the result's head + tail and the blob only."""
 _READ_SIZE = 65536
 _DRAIN_AFTER_EXIT_S = 0.2
 
@@ -97,11 +102,17 @@ class OutputCapture:
             self.omitted_bytes += len(self._tail[:cut].encode("utf-8", "replace"))
             self._tail = self._tail[cut:]
 
-    def text(self) -> str:
-        """The captured output, with an omission note between head and tail if needed."""
+    def text(self, kept: str | None = None) -> str:
+        """The captured output, with an omission note between head and tail if needed.
+
+        Args:
+            kept: what became of the full output, appended to the note (e.g. ``the full output
+                (20971520 bytes) is kept by acagent``).
+        """
         self._trim()
         if self.omitted_bytes:
-            return f"{self._head}\n[... {self.omitted_bytes} bytes omitted ...]\n{self._tail}"
+            extra = f"; {kept}" if kept else ""
+            return f"{self._head}\n[... {self.omitted_bytes} bytes omitted{extra} ...]\n{self._tail}"
         return self._head + self._tail
 
 
@@ -177,7 +188,9 @@ class _Run:
         self.process = process
         self.ctx = ctx
         self.pgid = process.pid
-        self.capture = OutputCapture()
+        self.capture = OutputCapture(ctx.output_limit_chars)
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", ctx.tool_call_id).lstrip(".") or "call"
+        self.spool = OutputSpool(ctx.blob_dir, f"{name}.out", ctx.output_limit_chars)
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.live_chars = 0
         self.live_truncated = False
@@ -201,6 +214,7 @@ class _Run:
         self.reading = True
         try:
             async for chunk in stream:
+                self.spool.add(chunk)
                 self._feed(self.decoder.decode(chunk))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
@@ -216,6 +230,7 @@ class _Run:
         with anyio.move_on_after(timeout_s):
             try:
                 async for chunk in stream:
+                    self.spool.add(chunk)
                     self._feed(self.decoder.decode(chunk))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
@@ -250,6 +265,7 @@ class _Run:
                     await read_done.wait()
                 tg.cancel_scope.cancel()
         except BaseException as exc:
+            self.spool.discard()
             if isinstance(exc, anyio.get_cancelled_exc_class()) or _is_cancel_group(exc):
                 await self._cleanup(self.ctx.kill_grace_s)
                 if self.ctx.on_interrupted is not None:
@@ -266,10 +282,25 @@ class _Run:
             )
         return self._result(deadline.cancelled_caught, timeout_s)
 
+    def _kept(self, data: dict[str, Any]) -> str | None:
+        """Keep the blob if the output was cut; the note for the model (F44)."""
+        if not self.capture.omitted_bytes or self.ctx.blob_dir is None:
+            self.spool.discard()
+            return None
+        ref = self.spool.keep()
+        if ref is None:
+            why = f": {self.spool.error}" if self.spool.error else ""
+            return f"the full output ({self.spool.total} bytes) could not be kept{why}"
+        data["output_ref"] = ref
+        return (
+            f"the full output ({ref['bytes']} bytes) is kept by acagent outside the workspace; "
+            "re-run the command with a filter (grep, head, tail) to see other parts"
+        )
+
     def _result(self, timed_out: bool, timeout_s: float) -> ToolResult:
-        output = self.capture.text()
         code = self.process.returncode
         data: dict[str, Any] = {"pgid": self.pgid, "omitted_bytes": self.capture.omitted_bytes}
+        output = self.capture.text(self._kept(data))
         if timed_out:
             timeout_note = f"[timed out after {timeout_s:g} s; the process group was killed]"
             data["timed_out"] = True

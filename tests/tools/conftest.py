@@ -68,6 +68,7 @@ def layout(tmp_path: Path) -> Layout:
 def make_ctx(layout: Layout) -> Callable[..., ToolContext]:
     def make(**kw: Any) -> ToolContext:
         kw.setdefault("emit_output", layout.outputs.append)
-        return ToolContext(cwd=layout.W, session_id="s1", tool_call_id="call_1", **kw)
+        kw.setdefault("tool_call_id", "call_1")
+        return ToolContext(cwd=layout.W, session_id="s1", **kw)
 
     return make
