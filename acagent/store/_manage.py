@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -100,4 +101,6 @@ async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> s
     for suffix in ("", ".corrupt", ".tmp"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
+    # big tool outputs kept beside the transcript (acagent/tools/_blob.py, F44)
+    shutil.rmtree(path.with_name(path.stem + ".blobs"), ignore_errors=True)
     return str(row.id)
