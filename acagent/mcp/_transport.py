@@ -14,8 +14,8 @@ order: close stdin, wait, then terminate the group) and adds:
 * ``closed`` is set when the server's stdout ends (exit or crash).
 
 The environment is the SDK's minimal inherited set (``HOME``, ``PATH``, ``USER``, ...; see
-``mcp.client.stdio.get_default_environment``) plus the configured ``env``: API keys and tokens
-of acagent's own environment are not passed on.
+``mcp.client.stdio.get_default_environment``, passed through :func:`acagent.tools.scrubbed_env`)
+plus the configured ``env``: API keys and tokens of acagent's own environment are not passed on.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage
 
-from acagent.tools import kill_process_group
+from acagent.tools import kill_process_group, scrubbed_env
 
 __all__ = ["StdioProcess", "open_stdio"]
 
@@ -95,7 +95,9 @@ async def open_stdio(
         OSError: the spawn failed.
     """
     program = command[0]
-    full_env = {**get_default_environment(), **env}
+    # The SDK's minimal inherited set, through acagent's one scrub rule (F43), then what the
+    # user configured for this server (their explicit choice, not scrubbed).
+    full_env = {**scrubbed_env(get_default_environment()), **env}
     if shutil.which(program, path=full_env.get("PATH", os.defpath)) is None:
         raise FileNotFoundError(f"command not found: {program!r}")
     process: Process = await anyio.open_process(

@@ -68,13 +68,15 @@ def _tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_turn_calls_read_only_idempotent_and_destructive_tools(
-    tmp_path: Path, mock: MockProvider, workspace: Path, state: Path
+    tmp_path: Path, mock: MockProvider, workspace: Path, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each MCP tool runs in a turn with its schema offered; the read-only one does not ask;
-    progress notifications arrive as ``tool.output``."""
+    progress notifications arrive as ``tool.output``; acagent's keys never reach the server."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-acagent-own-key-123")
     mock.script(
         openai_tool_calls(
             [
+                ("call_e", "mcp__demo__getenv", {"name": "OPENAI_API_KEY"}),
                 ("call_r", "mcp__demo__lookup", {"key": "k1"}),
                 ("call_i", "mcp__demo__count", {"name": "n1"}),
                 ("call_d", "mcp__demo__append_line", {"text": "hello"}),
@@ -96,6 +98,7 @@ async def test_turn_calls_read_only_idempotent_and_destructive_tools(
     assert offered["mcp__demo__lookup"]["parameters"]["properties"]["key"]["type"] == "string"
     assert {"mcp__demo__count", "mcp__demo__append_line", "shell"} <= set(offered)
     results = {e.payload["tool_call_id"]: e.payload for e in events if e.type == "tool.result"}
+    assert results["call_e"]["content"] == "(unset)"
     assert results["call_r"]["content"] == "value-of-k1"
     assert results["call_i"]["content"] == "counted n1"
     assert results["call_d"]["content"] == "appended 'hello'"
@@ -111,7 +114,7 @@ async def test_turn_calls_read_only_idempotent_and_destructive_tools(
     assert (state / "lines.txt").read_text() == "hello\n"
     last = mock.requests[-1]
     assert last.status == 200, last.error
-    assert [m["tool_call_id"] for m in _tool_messages(last.json)] == ["call_r", "call_i", "call_d"]
+    assert [m["tool_call_id"] for m in _tool_messages(last.json)] == ["call_e", "call_r", "call_i", "call_d"]
 
 
 async def test_cancel_during_hanging_tool_ends_turn_and_next_request_is_valid(

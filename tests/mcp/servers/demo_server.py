@@ -4,6 +4,7 @@ State lives in the directory named by ``DEMO_DIR`` (set through the server's ``e
 
 * ``lookup(key)`` — read-only (``readOnlyHint``): returns ``value-of-<key>``, reporting progress twice;
 * ``echo(text)`` — read-only, returns ``text`` (the benchmark's unit of work);
+* ``getenv(name)`` — read-only, the server's environment variable (env scrub tests);
 * ``count(name)`` — idempotent (``idempotentHint``, not destructive): appends ``name`` to
   ``count.log``; when ``DEMO_COUNT_HANG_FIRST`` is set and it is the first call, it then sleeps
   (so a test can kill the client mid-call);
@@ -48,6 +49,12 @@ async def lookup(key: str, ctx: Context) -> str:  # type: ignore[type-arg]
 def echo(text: str) -> str:
     """Return the text (read-only; the benchmark's unit of work)."""
     return text
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def getenv(name: str) -> str:
+    """The server's environment variable ``name`` (``(unset)`` if absent)."""
+    return os.environ.get(name, "(unset)")
 
 
 @server.tool(annotations=ToolAnnotations(idempotentHint=True, destructiveHint=False))
