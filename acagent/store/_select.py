@@ -47,7 +47,7 @@ async def open_journal(settings: Settings, *, daemon_id: str | None = None) -> A
             daemon_id=daemon_id or settings.daemon_id,
             busy_timeout_ms=settings.timing.busy_timeout_ms,
         )
-    from acagent.store._journal import SqliteJournal
+    from acagent.store import SqliteJournal
 
     return await SqliteJournal.open(
         settings.db_path, durability=settings.durability, busy_timeout_ms=settings.timing.busy_timeout_ms

@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ import pytest
 from tests.mockprovider import MockProvider
 from tests.server.conftest import Daemon, daemon_env, responder, wait_for
 
-__all__ = ["Attacher", "ClusterDaemon", "check_stream"]
+__all__ = ["Attacher", "Cluster", "ClusterDaemon", "check_stream"]
 
 FAST_TIMING = {
     # A short TTL so a frozen host is detected in seconds (renew < ttl / 2).
@@ -131,34 +131,69 @@ def mock() -> Iterator[MockProvider]:
         yield server
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, mock: MockProvider, pg_url: str) -> Iterator[Callable[..., ClusterDaemon]]:
-    """``cluster(host, daemon_id, **env)`` starts a daemon on the test's journal; all stop at the end."""
-    started: list[ClusterDaemon] = []
-    attachers: list[Attacher] = []
+@dataclass
+class Cluster:
+    """Daemons of one test module on one journal (schema) of the session's PostgreSQL server."""
 
-    def start(host: str, daemon_id: str, *args: str, **env: str) -> ClusterDaemon:
-        home = tmp_path / daemon_id
+    url: str
+    root: Path
+    mock: MockProvider
+    pg: Any
+    daemons: dict[str, ClusterDaemon] = field(default_factory=dict)
+    attachers: list[Attacher] = field(default_factory=list)
+    args: tuple[str, ...] = ("--yes",)
+
+    def start(self, host: str, daemon_id: str, **env: str) -> ClusterDaemon:
+        """Start (or restart, same home and id) daemon ``daemon_id`` on ``host``."""
+        home = self.root / daemon_id
         home.mkdir(parents=True, exist_ok=True)
         d = ClusterDaemon(
             home=home,
-            env=daemon_env(home, mock, **{**FAST_TIMING, **env}),
-            args=["--host", host, "--journal", pg_url, "--daemon-id", daemon_id, *args],
+            env=daemon_env(home, self.mock, **{**FAST_TIMING, **env}),
+            args=["--host", host, "--journal", self.url, "--daemon-id", daemon_id, *self.args],
             host=host,
             daemon_id=daemon_id,
         ).start()
-        started.append(d)
+        self.daemons[daemon_id] = d
         return d
 
-    start.attachers = attachers  # type: ignore[attr-defined]
-    start.url = pg_url  # type: ignore[attr-defined]
-    yield start
-    for a in attachers:
-        a.close()
-    for d in started:
+    def restart(self, d: ClusterDaemon) -> ClusterDaemon:
+        """Kill ``d`` if it still runs, then start a new process with the same id and home."""
         if d.proc is not None and d.proc.poll() is None:
-            try:
-                os.killpg(d.proc.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-            d.terminate(15)
+            d.kill()
+        return self.start(d.host, d.daemon_id)
+
+    def attach(self, d: ClusterDaemon, session_id: str, since: int = 0) -> Attacher:
+        a = Attacher(d, session_id, since=since).start()
+        self.attachers.append(a)
+        return a
+
+    def close(self) -> None:
+        for a in self.attachers:
+            a.close()
+        for d in self.daemons.values():
+            if d.proc is not None and d.proc.poll() is None:
+                try:
+                    os.killpg(d.proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                d.terminate(15)
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, mock: MockProvider, pg_server: Any
+) -> Iterator[Cluster]:
+    """Three daemons (d2, d3, d4 on 127.0.0.2/.3/.4) for the module; all stopped at the end."""
+    c = Cluster(
+        url=pg_server.create_schema("acagent_tests"),
+        root=tmp_path_factory.mktemp("cluster"),
+        mock=mock,
+        pg=pg_server,
+    )
+    try:
+        for i in (2, 3, 4):
+            c.start(f"127.0.0.{i}", f"d{i}")
+        yield c
+    finally:
+        c.close()

@@ -127,3 +127,14 @@ async def test_daemon_id_live_elsewhere_is_refused(pg_url: str) -> None:
         assert "s3cret" not in str(info.value) and "postgresql://postgres@127.0.0.1" in str(info.value)
     finally:
         await a.aclose()
+
+
+async def test_frozen_holder_never_writes_after_takeover(pg_url: str) -> None:
+    """SIGSTOP-like races (benchmarks/fig_pg_fencing.py runs ≥ 300): 0 zombie writes."""
+    import os
+
+    from benchmarks.fig_pg_fencing import race_rounds
+
+    result = await race_rounds(pg_url, int(os.environ.get("ACAGENT_PG_RACE_ROUNDS", "15")))
+    assert result["zombie_writes"] == 0, result
+    assert result["a_refused"] > 0  # the race was real: the zombie did try after the takeover

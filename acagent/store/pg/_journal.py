@@ -35,8 +35,7 @@ import orjson
 
 from acagent.errors import JournalError, SessionNotFound, StaleLease
 from acagent.events import Event, make_payload, now_ts
-from acagent.store._journal import Lease, SessionRow, new_session_id
-from acagent.store._ops import CONTEXT_TYPES, Op, SetStatus
+from acagent.store import CONTEXT_TYPES, Lease, Op, SessionRow, SetStatus, new_session_id
 from acagent.store.pg._bridge import run_sync_fn
 from acagent.store.pg._conn import TRANSIENT, describe, pg_errors, redact_url
 from acagent.store.pg._leases import LeaseMixin

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from acagent.errors import JournalError, SessionBusy, SessionNotFound
-from acagent.store._journal import Lease
+from acagent.store import Lease
 from acagent.store.pg._schema import ADVISORY_CLASS
 
 if TYPE_CHECKING:

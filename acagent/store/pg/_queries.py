@@ -10,7 +10,7 @@ import orjson
 
 from acagent.errors import ApprovalNotFound
 from acagent.events import Event
-from acagent.store._journal import StepRow, ToolCallRow
+from acagent.store import StepRow, ToolCallRow
 
 __all__ = ["QueryMixin"]
 
