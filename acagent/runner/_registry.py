@@ -395,7 +395,8 @@ class SessionRegistry:
             # Unchanged since its last writer closed it cleanly: no full scan (resume stays cheap).
             writer.write(await self.journal.events(row.id, writer.last_seq))
             return
-        read = writer.read() if path.exists() and path.stat().st_size else None
+        # A full read of a possibly huge file: off the event loop.
+        read = await anyio.to_thread.run_sync(writer.read) if path.exists() and path.stat().st_size else None
         warning = read.warning(path) if read is not None else None
         detail: dict[str, Any] = {"file": str(path)}
         if read is not None:

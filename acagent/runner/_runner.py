@@ -212,7 +212,9 @@ class InProcessRunner:
         """The session's provider, created on first use."""
         if self._provider is None:
             model = self.model_override or self.row.model or self.settings.model or "local:smollm2-135m"
-            self._provider = self._provider_factory(model)
+            # In a worker thread: building a provider imports its SDK (seconds under load) and
+            # may load a model; on the event loop that would stall every stream and cancel.
+            self._provider = await anyio.to_thread.run_sync(self._provider_factory, model)
         return self._provider
 
     async def load(self) -> None:

@@ -9,6 +9,7 @@ no-op and the daemon closes the real providers when it stops.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -48,11 +49,15 @@ class SharedProviders:
     def __init__(self, create: Callable[[str], Provider]) -> None:
         self._create = create
         self._providers: dict[str, Provider] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, model_id: str) -> Provider:
-        provider = self._providers.get(model_id)
-        if provider is None:
-            provider = self._providers[model_id] = self._create(model_id)
+        """The shared provider's handle. Thread-safe: runners call it from worker threads (the
+        first call imports the SDK), and two first turns of one model build it once."""
+        with self._lock:
+            provider = self._providers.get(model_id)
+            if provider is None:
+                provider = self._providers[model_id] = self._create(model_id)
         return _Handle(provider)  # type: ignore[return-value]
 
     async def aclose(self) -> None:

@@ -140,7 +140,7 @@ async def hibernate(state: DaemonState) -> int:
     """Drop idle runners without attachers (:meth:`SessionRegistry.hibernate_idle`) and release memory."""
     dropped = await state.registry.hibernate_idle()
     if dropped:
-        release_memory()
+        await anyio.to_thread.run_sync(release_memory)  # malloc_trim of a big heap takes a while
     return dropped
 
 
