@@ -99,7 +99,7 @@ async def seed_session(
     for _ in range(turns):
         last_turn, mapping = _renamer(template, session_id)
         events = [(typ, orjson.loads(_rename(text, mapping))) for typ, text in template.events]
-        for event in await journal.commit(session_id, events):
+        for event in await journal.commit_unfenced(session_id, events, reason="benchmark seed"):
             builder.apply(event)
         steps = [tuple(_rename(v, mapping) if isinstance(v, str) else v for v in r) for r in template.steps]
         calls = [
@@ -117,7 +117,7 @@ async def seed_session(
         if row.tail_bytes > max(4096, checkpoint_ratio * row.checkpoint_bytes):
             messages = [m.model_dump(mode="json") for m in builder.messages]
             payload = make_payload("checkpoint", upto_seq=builder.last_seq, messages=messages)
-            await journal.commit(session_id, [("checkpoint", payload)])
+            await journal.commit_unfenced(session_id, [("checkpoint", payload)], reason="benchmark seed")
 
     def finish(db: Any) -> int:
         db.execute("UPDATE session SET status = 'done', turn_id = ? WHERE id = ?", (last_turn, session_id))

@@ -113,9 +113,11 @@ async def _measure(n: int, n_fsync: int, rounds: int) -> dict[str, list[float]]:
         }
         journals["normal, no hop"] = await _open_inline(home / "acagent-inline" / "acagent.db")
         sids = {}
+        leases = {}
         for d, j in journals.items():
             row, _ = await j.create_session(cwd=str(home), model=None, title=None)
             sids[d] = row.id
+            leases[d] = await j.acquire_lease(row.id, "bench", ttl_s=3600)
         payload = make_payload("user.message", turn_id="turn_0123456789abcdef", text="a small user message")
         record = (PAYLOAD + "\n").encode()
         seq = {"NORMAL": 0, "FULL": 0, "aio": 0}
@@ -139,7 +141,7 @@ async def _measure(n: int, n_fsync: int, rounds: int) -> dict[str, list[float]]:
 
             def acagent(d: str) -> Any:
                 async def commit() -> None:
-                    await journals[d].commit(sids[d], [("user.message", payload)])
+                    await journals[d].commit(sids[d], [("user.message", payload)], lease=leases[d])
 
                 return commit
 
@@ -253,13 +255,14 @@ def _profile() -> str:
             j = await SqliteJournal.open(home / "acagent.db")
             try:
                 row, _ = await j.create_session(cwd=str(home), model=None, title=None)
+                lease = await j.acquire_lease(row.id, "bench", ttl_s=3600)
                 payload: Any = make_payload("user.message", turn_id="turn_0123456789abcdef", text="small")
                 worker = cProfile.Profile()
                 await j._w._execute(worker.enable)  # type: ignore[attr-defined]  # profile the writer thread
                 t0 = time.perf_counter()
                 with Profiled() as prof:
                     for _ in range(2000):
-                        await j.commit(row.id, [("user.message", payload)])
+                        await j.commit(row.id, [("user.message", payload)], lease=lease)
                 await j._w._execute(worker.disable)  # type: ignore[attr-defined]
                 wall = time.perf_counter() - t0
             finally:

@@ -26,7 +26,7 @@ from acagent.events import make_payload
 from acagent.providers._base import Provider
 from acagent.runner._runner import InProcessRunner, pid_is_dead
 from acagent.settings import Settings
-from acagent.store import ACTIVE, SessionRow, SqliteJournal
+from acagent.store import ACTIVE, Journal, SessionRow
 from acagent.store._transcript import TranscriptWriter, transcript_path
 from acagent.tools import Tool, default_tools
 
@@ -66,7 +66,7 @@ class SessionRegistry:
 
     def __init__(
         self,
-        journal: SqliteJournal,
+        journal: Journal,
         settings: Settings,
         task_group: TaskGroup,
         *,
@@ -96,7 +96,7 @@ class SessionRegistry:
         provider_factory: Callable[[str], Provider] | None = None,
         tools_factory: Callable[[], dict[str, Tool]] | None = None,
         interactive: bool = True,
-        journal: SqliteJournal | None = None,
+        journal: Journal | None = None,
         tool_source: ToolSource | None = None,
     ) -> AsyncIterator[SessionRegistry]:
         """Open the journal (unless given) and a registry; on exit stop every runner."""
@@ -426,13 +426,14 @@ class SessionRegistry:
         runner = self.runners.get(row.id)
         if runner is not None:
             try:
-                await runner.writer.commit(
+                await runner.writer.commit_unfenced(
                     [
                         (
                             "error",
                             make_payload("error", code="transcript_repaired", message=message, detail=detail),
                         )
-                    ]
+                    ],
+                    reason="transcript repair",
                 )
             except AcagentError:
                 log.exception("could not record the transcript warning")

@@ -37,11 +37,12 @@ from acagent.store import (
     RESTING,
     STATUSES,
     FinishStep,
+    Journal,
     SessionRow,
     SetCancel,
     SetStatus,
+    SetTitle,
     SetTurn,
-    SqliteJournal,
     ToolCallRow,
     UpdateToolCall,
 )
@@ -142,7 +143,7 @@ class InProcessRunner:
 
     def __init__(
         self,
-        journal: SqliteJournal,
+        journal: Journal,
         settings: Settings,
         row: SessionRow,
         task_group: TaskGroup,
@@ -365,6 +366,8 @@ class InProcessRunner:
 
     async def _accept(self, turn_id: str, text: str) -> None:
         title_ops: list[Any] = []
+        if self.row.title is None:  # the title rides along with the turn's first commit
+            title_ops.append(SetTitle(" ".join(text.split())[:80]))
         await self.writer.commit(
             [
                 ("turn.started", make_payload("turn.started", turn_id=turn_id)),
@@ -377,20 +380,9 @@ class InProcessRunner:
                 *title_ops,
             ],
         )
-        if self.row.title is None:
-            await self._set_title(text)
+        if title_ops:
+            self.row.title = title_ops[0].title
         crash_point("after_turn_accepted", self.settings.crash_at)
-
-    async def _set_title(self, text: str) -> None:
-        title = " ".join(text.split())[:80]
-
-        def tx(db: Any) -> None:
-            db.execute(
-                "UPDATE session SET title = ? WHERE id = ? AND title IS NULL", (title, self.session_id)
-            )
-
-        await self.journal._run(tx)
-        self.row.title = title
 
     async def wait(self) -> None:
         """Wait until the current turn (if any) has ended."""

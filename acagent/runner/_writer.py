@@ -25,7 +25,7 @@ import anyio
 from acagent.bus import RunnerEventBus
 from acagent.events import Event
 from acagent.runner._context import ContextBuilder
-from acagent.store import Lease, Op, SqliteJournal
+from acagent.store import Journal, Lease, Op
 
 __all__ = ["SessionWriter", "crash_point"]
 
@@ -63,7 +63,7 @@ class SessionWriter:
 
     def __init__(
         self,
-        journal: SqliteJournal,
+        journal: Journal,
         session_id: str,
         bus: RunnerEventBus,
         context: ContextBuilder,
@@ -86,18 +86,42 @@ class SessionWriter:
         """Commit buffered deltas plus ``events`` (and ``ops``) in one transaction, then publish.
 
         Raises:
-            StaleLease, InvalidTransition, JournalError: from :meth:`SqliteJournal.commit`;
+            StaleLease, InvalidTransition, JournalError: from :meth:`Journal.commit`;
                 nothing was written and the buffered deltas are kept for the next commit.
         """
+        return await self._commit(events, ops, None)
+
+    async def commit_unfenced(
+        self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op] = (), *, reason: str
+    ) -> list[Event]:
+        """:meth:`commit` for a writer that holds no lease (transcript repair of an idle session).
+
+        Uses the held lease when there is one (a running turn), so a repair never bypasses fencing
+        for a session this process is writing.
+        """
+        return await self._commit(events, ops, reason)
+
+    async def _commit(
+        self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op], unfenced: str | None
+    ) -> list[Event]:
         async with self._lock:
+            if self.lease is None and unfenced is None:
+                raise RuntimeError(f"session {self.session_id}: a fenced commit without a lease (a bug)")
             pending, self._pending = self._pending, []
             # Shielded: a cancel arriving mid-commit must not leave a committed event unpublished
             # (subscribers would see a gap); the commit is bounded by the busy timeout.
             with anyio.CancelScope(shield=True):
                 try:
-                    committed = await self.journal.commit(
-                        self.session_id, [*pending, *events], lease=self.lease, ops=ops
-                    )
+                    batch = [*pending, *events]
+                    if self.lease is not None:
+                        committed = await self.journal.commit(
+                            self.session_id, batch, lease=self.lease, ops=ops
+                        )
+                    else:
+                        assert unfenced is not None
+                        committed = await self.journal.commit_unfenced(
+                            self.session_id, batch, ops=ops, reason=unfenced
+                        )
                 except BaseException:
                     self._pending[:0] = pending
                     raise

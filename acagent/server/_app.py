@@ -207,28 +207,17 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 async def _pending_by_session(
     state: DaemonState, session_id: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
-    """Pending approvals of every session (or one) in one query."""
+    """Pending approvals of every session (or one) in one query (:meth:`Journal.pending_approvals`)."""
     import orjson
 
-    def q(db: Any) -> Any:
-        sql = (
-            "SELECT session_id, tool_call_id, name, arguments, turn_id FROM tool_call"
-            " WHERE approval = 'pending' AND status = 'waiting_user'"
-        )
-        args: tuple[Any, ...] = ()
-        if session_id is not None:
-            sql += " AND session_id = ?"
-            args = (session_id,)
-        return db.execute(sql + " ORDER BY rowid", args).fetchall()
-
     out: dict[str, list[dict[str, Any]]] = {}
-    for sid, tcid, name, arguments, turn_id in await state.journal._run(q, read=True):
+    for row in await state.journal.pending_approvals(session_id):
         try:
-            args = orjson.loads(arguments)
+            args = orjson.loads(row.arguments)
         except orjson.JSONDecodeError:
-            args = arguments
-        out.setdefault(sid, []).append(
-            {"tool_call_id": tcid, "name": name, "arguments": args, "turn_id": turn_id}
+            args = row.arguments
+        out.setdefault(row.session_id, []).append(
+            {"tool_call_id": row.tool_call_id, "name": row.name, "arguments": args, "turn_id": row.turn_id}
         )
     return out
 

@@ -414,11 +414,11 @@ async def serve(
                         "host": options.host,
                         "port": port,
                         "url": url,
-                        "busy_timeout_ms": registry.journal.busy_timeout_ms,
+                        "busy_timeout_ms": registry.journal.info().get("busy_timeout_ms"),
                         "started_at": time.time(),
                     }
                     write_daemon_json(home, info)
-                    log.info("listening on %s (busy_timeout_ms=%d)", url, registry.journal.busy_timeout_ms)
+                    log.info("listening on %s (journal %s)", url, registry.journal.info())
                     if on_ready is not None:
                         on_ready(info, f"{url}/login?token={token}")
 

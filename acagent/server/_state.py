@@ -17,7 +17,7 @@ from acagent.server._limits import ConnectionTracker, Limits
 from acagent.server._reaper import Reaper, StreamConn
 from acagent.server._security import GuardConfig
 from acagent.settings import Settings
-from acagent.store import SqliteJournal
+from acagent.store import Journal
 
 __all__ = ["DaemonState", "StreamOptions", "hibernate", "pending_approval_events", "release_memory"]
 
@@ -72,7 +72,7 @@ class DaemonState:
                 self.turn_locks.pop(session_id, None)
 
     @property
-    def journal(self) -> SqliteJournal:
+    def journal(self) -> Journal:
         """The registry's journal."""
         return self.registry.journal
 
@@ -104,7 +104,7 @@ class DaemonState:
             "runners": len(self.registry.runners),
             "busy_runners": self.registry.busy_count(),
             "max_sessions": self.settings.max_sessions,
-            "busy_timeout_ms": self.journal.busy_timeout_ms,
+            "busy_timeout_ms": self.journal.info().get("busy_timeout_ms"),
             "connections": kinds,
             "attachers": sum(s["attachers"] for s in per_session.values()),
             "sessions": per_session,
@@ -144,11 +144,10 @@ async def hibernate(state: DaemonState) -> int:
     return dropped
 
 
-async def pending_approval_events(journal: SqliteJournal, session_id: str) -> list[Event]:
+async def pending_approval_events(journal: Journal, session_id: str) -> list[Event]:
     """The original ``approval.requested`` envelopes of the session's pending approvals (F14).
 
-    One per pending tool call (the latest request for it, should it have been asked again after
-    a restart), ascending seq.
+    One per pending tool call (the latest request for it), ascending seq:
+    :meth:`Journal.pending_approval_events <acagent.store.Journal.pending_approval_events>`.
     """
-    latest = {e.payload.get("tool_call_id"): e for e in await journal.pending_approval_events(session_id)}
-    return sorted(latest.values(), key=lambda e: e.seq)
+    return await journal.pending_approval_events(session_id)

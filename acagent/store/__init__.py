@@ -1,8 +1,7 @@
-"""The journal (SQLite, WAL) and the JSONL transcripts."""
+"""The journal (a :class:`Journal` protocol; SQLite, WAL, its first backend) and the JSONL transcripts."""
 
 from __future__ import annotations
 
-from acagent.store._journal import Lease, SessionRow, SqliteJournal, StepRow, ToolCallRow, new_session_id
 from acagent.store._ops import (
     ACTIVE,
     CONTEXT_TYPES,
@@ -16,9 +15,13 @@ from acagent.store._ops import (
     SetApprovalRules,
     SetCancel,
     SetStatus,
+    SetTitle,
     SetTurn,
     UpdateToolCall,
 )
+from acagent.store._protocol import ImportedSession, Journal
+from acagent.store._rows import Lease, SessionRow, StepRow, ToolCallRow, new_session_id
+from acagent.store._sqlite import SqliteJournal
 from acagent.store._usage import RecordUsage, UsageTotals, local_day
 
 __all__ = [
@@ -28,8 +31,10 @@ __all__ = [
     "STATUSES",
     "AddUsage",
     "FinishStep",
+    "ImportedSession",
     "InsertStep",
     "InsertToolCall",
+    "Journal",
     "Lease",
     "Op",
     "RecordUsage",
@@ -37,6 +42,7 @@ __all__ = [
     "SetApprovalRules",
     "SetCancel",
     "SetStatus",
+    "SetTitle",
     "SetTurn",
     "SqliteJournal",
     "StepRow",

@@ -25,7 +25,6 @@ its last checkpoint plus the tail, like any other session.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,9 @@ from acagent._private import private_file
 from acagent.errors import SessionNotFound, TranscriptError
 from acagent.events import EVENT_TYPES, Event, make_payload, now_ts
 from acagent.messages import MESSAGES_ADAPTER, Message
-from acagent.store._journal import SqliteJournal, new_session_id
 from acagent.store._ops import CONTEXT_TYPES
+from acagent.store._protocol import ImportedSession, Journal
+from acagent.store._rows import new_session_id
 from acagent.store._transcript import TranscriptRead, TranscriptWriter, read_transcript, transcript_path
 
 __all__ = ["ImportPlan", "ImportResult", "import_transcript", "plan_import"]
@@ -271,7 +271,7 @@ def _why(read: TranscriptRead) -> str:
     return f" ({read.lines_skipped} damaged lines skipped)" if read.skipped else ""
 
 
-async def import_transcript(journal: SqliteJournal, file: Path, sessions_dir: Path) -> ImportResult:
+async def import_transcript(journal: Journal, file: Path, sessions_dir: Path) -> ImportResult:
     """Import ``file`` as a session (see module docstring).
 
     Raises:
@@ -289,54 +289,24 @@ async def import_transcript(journal: SqliteJournal, file: Path, sessions_dir: Pa
         pass
     rows = plan.events
     warnings = (
-        orjson.dumps(
-            [
-                {
-                    "code": "transcript_damaged",
-                    "message": plan.warning,
-                    "file": str(file),
-                    "damaged": plan.damaged,
-                }
-            ]
-        ).decode()
+        [{"code": "transcript_damaged", "message": plan.warning, "file": str(file), "damaged": plan.damaged}]
         if plan.warning
-        else None
+        else []
     )
-    ts = now_ts()
-
-    def tx(db: sqlite3.Connection) -> None:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.execute(
-                "INSERT INTO session (id, cwd, title, model, status, created_at, updated_at, last_seq,"
-                " last_message, checkpoint_seq, checkpoint_bytes, tail_bytes, warnings)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    plan.session_id,
-                    plan.cwd,
-                    plan.title,
-                    plan.model,
-                    plan.status,
-                    plan.created_at,
-                    ts,
-                    len(rows),
-                    (plan.last_message or "")[:500] or None,
-                    plan.checkpoint[0],
-                    plan.checkpoint[1],
-                    plan.tail_bytes,
-                    warnings,
-                ),
-            )
-            db.executemany(
-                "INSERT INTO event (session_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?)",
-                [(e.session_id, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()) for e in rows],
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
-    await journal._run(tx)
+    session = ImportedSession(
+        session_id=plan.session_id,
+        cwd=plan.cwd,
+        title=plan.title,
+        model=plan.model,
+        created_at=plan.created_at,
+        status=plan.status,
+        last_seq=len(rows),
+        last_message=plan.last_message,
+        checkpoint=plan.checkpoint,
+        tail_bytes=plan.tail_bytes,
+        warnings=warnings,
+    )
+    await journal.import_session(session, rows)
     dest = transcript_path(sessions_dir, plan.cwd, plan.session_id)
     writer = TranscriptWriter(dest)
     try:

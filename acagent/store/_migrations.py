@@ -1,7 +1,7 @@
 """Schema migrations: named functions, applied once, recorded in ``migrations``, never edited.
 
 Every column is commented. ``event`` is append-only; the mutable rows (``session``, ``step``,
-``tool_call``) change only through the guarded functions of :mod:`acagent.store._journal`.
+``tool_call``) change only through the guarded ops of :mod:`acagent.store._ops` (applied in :mod:`acagent.store._sqlite_ops`).
 """
 
 from __future__ import annotations

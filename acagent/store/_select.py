@@ -7,17 +7,18 @@ on one machine all use the same store (CLI ≡ serve).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from acagent.errors import ConfigError
 
 if TYPE_CHECKING:
     from acagent.settings import Settings
+    from acagent.store._protocol import Journal
 
 __all__ = ["open_journal"]
 
 
-async def open_journal(settings: Settings, *, daemon_id: str | None = None) -> Any:
+async def open_journal(settings: Settings, *, daemon_id: str | None = None) -> Journal:
     """Open the journal ``settings`` name.
 
     Args:

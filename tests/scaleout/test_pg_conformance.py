@@ -1,8 +1,7 @@
-"""Every journal test that exists for SQLite, run again on PostgresJournal, plus PG-only checks.
+"""PostgreSQL-only checks of PostgresJournal.
 
-The SQLite tests of tests/store/test_journal.py are collected here a second time with this
-module's ``journal`` fixture (a PostgresJournal on a fresh database), so fencing, transitions,
-intents, approvals and replay are held to one standard on both backends.
+The shared behaviour (fencing, transitions, intents, approvals, replay, import/export) is the
+conformance suite in tests/store/conformance, which runs on both SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -14,17 +13,6 @@ from acagent.errors import JournalError, StaleLease
 from acagent.store import SetStatus
 from acagent.store.pg import PostgresJournal
 from acagent.store.pg._schema import PG_MIGRATIONS
-from tests.store.test_journal import (  # noqa: F401  (collected again on PostgreSQL)
-    test_concurrent_approval_answers_first_wins,
-    test_every_status_reaches_a_resting_state_and_cancel,
-    test_late_commit_by_last_holder_without_takeover_succeeds,
-    test_live_holder_makes_second_acquire_busy,
-    test_status_transition_requires_whitelist,
-    test_terminal_tool_call_never_changes,
-    test_unknown_session_is_clear_error,
-    test_worker_transition_refused_while_cancel_pending,
-    test_zombie_worker_write_is_rejected,
-)
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +63,7 @@ async def test_seq_is_strictly_increasing_across_daemons(pg_url: str) -> None:
 
         async def write(j: PostgresJournal, tag: str) -> None:
             for i in range(50):
-                await j.commit(row.id, [("user.message", {"text": f"{tag}{i}"})])
+                await j.commit_unfenced(row.id, [("user.message", {"text": f"{tag}{i}"})], reason="test")
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(write, a, "a")

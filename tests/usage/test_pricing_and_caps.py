@@ -167,7 +167,7 @@ async def test_usage_rows_are_committed_with_their_event_and_summed(tmp_path: Pa
             row, _ = await j.create_session(cwd=str(tmp_path), model="openai:m", title=title)
             rows.append(row)
             for i in range(3):
-                await j.commit(
+                await j.commit_unfenced(
                     row.id,
                     [
                         (
@@ -180,8 +180,11 @@ async def test_usage_rows_are_committed_with_their_event_and_summed(tmp_path: Pa
                             f"{row.id}|{i}", "openai:m", 100, 10, cached_input_tokens=40, cost_usd=0.01
                         )
                     ],
+                    reason="test",
                 )
-        await j.commit(rows[0].id, [], ops=[RecordUsage("late", "openai:unknown-model-q", 5, 5)])
+        await j.commit_unfenced(
+            rows[0].id, [], ops=[RecordUsage("late", "openai:unknown-model-q", 5, 5)], reason="test"
+        )
         one = await j.usage_totals(session_id=rows[0].id)
         assert one.calls == 4 and one.input_tokens == 305 and one.cached_input_tokens == 120
         assert one.cost_usd == pytest.approx(0.03) and one.unpriced_calls == 1
@@ -207,8 +210,10 @@ async def test_migration_backfills_usage_events_journaled_before_it(tmp_path: Pa
     db_path = tmp_path / "acagent.db"
     j = await SqliteJournal.open(db_path)
     row, _ = await j.create_session(cwd=str(tmp_path), model="anthropic:claude-x", title="old")
-    await j.commit(
-        row.id, [("usage", {"turn_id": "t", "input_tokens": 7, "output_tokens": 3, "total_tokens": 10})]
+    await j.commit_unfenced(
+        row.id,
+        [("usage", {"turn_id": "t", "input_tokens": 7, "output_tokens": 3, "total_tokens": 10})],
+        reason="test",
     )
     await j.aclose()
     db = sqlite3.connect(db_path)  # roll the database back to before m003
@@ -237,8 +242,12 @@ def test_usage_cli_json_matches_the_journal(cli, tmp_path: Path) -> None:
         j = await SqliteJournal.open(cli.home / "acagent.db")
         try:
             row, _ = await j.create_session(cwd=str(tmp_path), model="openai:m", title="seeded")
-            await j.commit(row.id, [], ops=[RecordUsage("r1", "openai:m", 1000, 100, cost_usd=0.5)])
-            await j.commit(row.id, [], ops=[RecordUsage("r2", "openai:gpt-4o-mini", 1_000_000, 0)])
+            await j.commit_unfenced(
+                row.id, [], ops=[RecordUsage("r1", "openai:m", 1000, 100, cost_usd=0.5)], reason="test"
+            )
+            await j.commit_unfenced(
+                row.id, [], ops=[RecordUsage("r2", "openai:gpt-4o-mini", 1_000_000, 0)], reason="test"
+            )
         finally:
             await j.aclose()
 

@@ -40,6 +40,7 @@ from acagent.store.pg._bridge import run_sync_fn
 from acagent.store.pg._conn import TRANSIENT, describe, pg_errors, redact_url
 from acagent.store.pg._leases import LeaseMixin
 from acagent.store.pg._ops import PgTx, apply_op
+from acagent.store.pg._protocol_extras import ProtocolExtras
 from acagent.store.pg._queries import QueryMixin
 from acagent.store.pg._schema import check_tables, migrate_pg
 
@@ -94,7 +95,7 @@ def _fold(all_events: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[str], 
     return texts, tail, ckpt_pos, ckpt_bytes, last_message[:500] if last_message is not None else None
 
 
-class PostgresJournal(LeaseMixin, QueryMixin):
+class PostgresJournal(LeaseMixin, QueryMixin, ProtocolExtras):
     """The PostgreSQL implementation of the journal. Open with :meth:`open`; close with :meth:`aclose`.
 
     Attributes:
@@ -334,12 +335,27 @@ class PostgresJournal(LeaseMixin, QueryMixin):
         session_id: str,
         events: Sequence[tuple[str, dict[str, Any]]],
         *,
-        lease: Lease | None = None,
+        lease: Lease,
         ops: Sequence[Op] = (),
     ) -> list[Event]:
         """Append ``events`` and apply ``ops`` in one transaction, fenced; return the committed events.
 
-        Same contract as :meth:`SqliteJournal.commit`.
+        Same contract as :meth:`Journal.commit <acagent.store.Journal.commit>` (unfenced writes:
+        :meth:`commit_unfenced`).
+        """
+        if not isinstance(lease, Lease):
+            raise TypeError("commit needs the writer's Lease; unfenced writes use commit_unfenced")
+        return await self._commit(session_id, events, lease=lease, ops=ops)
+
+    async def _commit(
+        self,
+        session_id: str,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        lease: Lease | None,
+        ops: Sequence[Op] = (),
+    ) -> list[Event]:
+        """:meth:`commit` with an optional lease (``None``: unfenced).
 
         Raises:
             StaleLease: the fencing token was superseded (nothing written).
@@ -462,7 +478,7 @@ class PostgresJournal(LeaseMixin, QueryMixin):
         lease: Lease | None = None,
     ) -> list[Event]:
         """Commit a bare status change (with its ``session.status`` event)."""
-        return await self.commit(
+        return await self._commit(
             session_id, [], lease=lease, ops=[SetStatus(to, tuple(from_), reason=reason)]
         )
 

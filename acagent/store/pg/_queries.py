@@ -95,12 +95,20 @@ class QueryMixin:
             detail={"decision": tc.approval, "note": tc.approval_note, "status": tc.status},
         )
 
-    async def pending_approvals(self, session_id: str) -> list[ToolCallRow]:
-        """Tool calls waiting for the user's decision, in order."""
-        return [r for r in await self.tool_calls(session_id, open_only=True) if r.approval == "pending"]
+    async def pending_approvals(self, session_id: str | None = None) -> list[ToolCallRow]:
+        """Tool calls waiting for the user's decision (one session's, or every session's), in order.
+
+        The one definition of "pending" (:meth:`Journal.pending_approvals <acagent.store.Journal.pending_approvals>`).
+        """
+        rows = await self._fetch(
+            f"SELECT {_TOOL_COLS} FROM tool_call WHERE approval = 'pending' AND status = 'waiting_user'"
+            " AND ($1::text IS NULL OR session_id = $1) ORDER BY rowid",
+            session_id,
+        )
+        return [ToolCallRow(*r) for r in rows]
 
     async def pending_approval_events(self, session_id: str) -> list[Event]:
-        """The ``approval.requested`` events of approvals still pending, ascending seq (F14)."""
+        """The latest ``approval.requested`` event of each pending approval, ascending seq (F14)."""
         pending = {r.tool_call_id for r in await self.pending_approvals(session_id)}
         if not pending:
             return []
@@ -109,9 +117,11 @@ class QueryMixin:
             " ORDER BY seq",
             session_id,
         )
-        out = []
+        latest: dict[str, Event] = {}
         for seq, ts, typ, payload in rows:
             data = orjson.loads(payload)
             if data.get("tool_call_id") in pending:
-                out.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=data))
-        return out
+                latest[data["tool_call_id"]] = Event(
+                    seq=seq, ts=ts, session_id=session_id, type=typ, payload=data
+                )
+        return sorted(latest.values(), key=lambda e: e.seq)

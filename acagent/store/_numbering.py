@@ -1,0 +1,65 @@
+"""How a commit numbers its events and keeps the session's counters: shared by every backend.
+
+A commit appends events with ``seq = last_seq + 1, + 2, …`` and, in the same transaction, updates
+the session row: ``last_seq``, ``updated_at``, ``tail_bytes`` (context bytes since the latest
+checkpoint; a ``checkpoint`` event resets it and records ``checkpoint_seq`` / ``checkpoint_bytes``)
+and ``last_message`` (the latest user or assistant text, cut to 500 characters). Backends call
+:func:`number_events` under their write lock and store what it returns, so the bookkeeping is the
+same on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from acagent.events import Event
+from acagent.store._ops import CONTEXT_TYPES
+
+__all__ = ["LAST_MESSAGE_CHARS", "Numbered", "number_events"]
+
+LAST_MESSAGE_CHARS = 500
+
+
+@dataclass
+class Numbered:
+    """The events of one commit with their seqs, and the session counters after it."""
+
+    events: list[Event] = field(default_factory=list)
+    payloads: list[str] = field(default_factory=list)
+    """The JSON text of each event's payload (what the backend stores), same order."""
+    last_seq: int = 0
+    tail_bytes: int = 0
+    last_message: str | None = None
+    """New ``last_message`` (already cut), or None when the commit carries no text."""
+    checkpoint: tuple[int, int] | None = None
+    """``(seq, payload bytes)`` of the commit's last checkpoint, or None."""
+
+
+def number_events(
+    session_id: str,
+    last_seq: int,
+    tail_bytes: int,
+    ts: str,
+    events: Sequence[tuple[str, dict[str, Any]]],
+) -> Numbered:
+    """Number ``events`` after ``last_seq`` (see the module docstring)."""
+    out = Numbered(last_seq=last_seq, tail_bytes=tail_bytes)
+    seq = last_seq
+    for typ, payload in events:
+        seq += 1
+        text = orjson.dumps(payload).decode()
+        out.payloads.append(text)
+        out.events.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload))
+        if typ in CONTEXT_TYPES:
+            out.tail_bytes += len(text)
+            if typ != "tool.result" and payload.get("text"):
+                out.last_message = str(payload["text"])[:LAST_MESSAGE_CHARS]
+        elif typ == "checkpoint":
+            out.checkpoint = (seq, len(text))
+            out.tail_bytes = 0
+    out.last_seq = seq
+    return out

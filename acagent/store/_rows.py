@@ -1,0 +1,132 @@
+"""The rows a journal returns: sessions, LLM step attempts, tool calls, and a held lease.
+
+Backend-neutral plain dataclasses: every :class:`~acagent.store.Journal` implementation returns
+these, field for field (the SQLite columns of ``m001_initial`` carry the same names and comments).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, fields
+from typing import Any
+
+import orjson
+
+__all__ = ["Lease", "SessionRow", "StepRow", "ToolCallRow", "new_session_id"]
+
+
+def new_session_id() -> str:
+    """A new session id ``ses_<26 hex chars>`` (time-ordered prefix)."""
+    return f"ses_{int(time.time() * 1000):011x}{uuid.uuid4().hex[:15]}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A held session lease: the worker id and the fencing token it was granted."""
+
+    owner: str
+    token: int
+
+
+@dataclass
+class SessionRow:
+    """One ``session`` row (see the column comments in ``m001_initial``)."""
+
+    id: str
+    cwd: str
+    title: str | None
+    model: str | None
+    status: str
+    created_at: str
+    updated_at: str
+    last_seq: int
+    turn_id: str | None
+    lease_owner: str | None
+    lease_host: str | None
+    lease_pid: int | None
+    lease_expires_at: float | None
+    fencing_token: int
+    cancel_requested: int
+    input_tokens: int
+    output_tokens: int
+    llm_calls: int
+    llm_retries: int
+    approval_rules: str
+    last_message: str | None
+    checkpoint_seq: int
+    checkpoint_bytes: int
+    tail_bytes: int
+    warnings: str | None
+    transcript_stat: str | None
+
+    def to_public(self) -> dict[str, Any]:
+        """The fields shown by ``sessions list --json`` and the HTTP API."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "cwd": self.cwd,
+            "title": self.title,
+            "model": self.model,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "last_seq": self.last_seq,
+            "turn_id": self.turn_id,
+            "last_message": self.last_message,
+            "usage": {
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "total_tokens": self.input_tokens + self.output_tokens,
+                "llm_calls": self.llm_calls,
+                "llm_retries": self.llm_retries,
+            },
+            "warnings": orjson.loads(self.warnings) if self.warnings else [],
+        }
+
+
+@dataclass
+class StepRow:
+    """One ``step`` row: an LLM call attempt."""
+
+    session_id: str
+    request_id: str
+    step_id: str
+    turn_id: str
+    digest: str
+    attempt: int
+    status: str
+    error: str | None
+    started_at: str
+    finished_at: str | None
+
+
+@dataclass
+class ToolCallRow:
+    """One ``tool_call`` row: the intent and state of a tool call."""
+
+    session_id: str
+    tool_call_id: str
+    turn_id: str
+    step_id: str
+    idx: int
+    name: str
+    arguments: str
+    arguments_error: str | None
+    status: str
+    approval: str
+    approval_note: str | None
+    runner: str | None
+    pid: int | None
+    run_expires_at: float | None
+    idempotent: int
+    result_status: str | None
+
+    @property
+    def terminal(self) -> bool:
+        """True once the call is done or failed (terminal rows never change)."""
+        return self.status in ("done", "failed")
+
+
+SESSION_COLS = tuple(f.name for f in fields(SessionRow))
+STEP_COLS = tuple(f.name for f in fields(StepRow))
+TOOL_COLS = tuple(f.name for f in fields(ToolCallRow))

@@ -1,0 +1,343 @@
+"""SqliteJournal: the SQLite implementation of :class:`~acagent.store.Journal`.
+
+- One write connection per process (aiosqlite, WAL, ``synchronous=NORMAL`` by default, FULL with
+  ``durability="full"``), ``busy_timeout`` per connection so concurrent writers wait instead of
+  failing with "database is locked"; a second connection serves reads (replay, listings) so an
+  attacher's replay never queues behind a write (:mod:`acagent.store._sqlite_read`).
+- :meth:`SqliteJournal.commit` is the one choke point for durable writes: under ``BEGIN IMMEDIATE``
+  it checks the writer's fencing token, applies the guarded ops (:mod:`acagent.store._sqlite_ops`),
+  numbers and appends the events (:mod:`acagent.store._numbering`) and commits — one function run
+  on the connection's thread (one thread hop per transaction, not one per statement).
+- New databases use 1 KiB pages (:data:`PAGE_SIZE`): a WAL frame is one page, and a small commit
+  that appends a few hundred bytes then writes about 1 KiB per touched page instead of 4 KiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import aiosqlite
+import orjson
+
+from acagent._private import private_dir
+from acagent.errors import ApprovalNotFound, JournalError, SessionNotFound, StaleLease
+from acagent.events import Event, make_payload, now_ts
+from acagent.store._migrations import migrate
+from acagent.store._numbering import LAST_MESSAGE_CHARS, number_events
+from acagent.store._ops import Op
+from acagent.store._protocol import ImportedSession
+from acagent.store._rows import TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
+from acagent.store._sqlite_lease import HOSTNAME, SqliteLeases, transaction
+from acagent.store._sqlite_ops import TxContext, apply_op
+from acagent.store._sqlite_read import SqliteReads
+from acagent.store._usage import UsageQueries
+
+__all__ = ["HOSTNAME", "PAGE_SIZE", "SqliteJournal"]
+
+T = TypeVar("T")
+PAGE_SIZE = 1024
+"""Page size of a newly created journal, bytes (an existing file keeps its own)."""
+_INSERT_EVENT = "INSERT INTO event (session_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?)"
+
+
+def _map_errors(exc: sqlite3.Error) -> JournalError:
+    msg = str(exc)
+    if "full" in msg:
+        return JournalError(f"the journal's disk is full ({msg}); free space and retry — nothing was written")
+    if "locked" in msg or "busy" in msg:
+        return JournalError(f"the journal stayed locked past the busy timeout ({msg}); retry")
+    return JournalError(f"journal error: {msg}")
+
+
+class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
+    """The SQLite journal. Open with :meth:`open`; close with :meth:`aclose`."""
+
+    def __init__(
+        self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection, busy_timeout_ms: int
+    ):
+        self.path = path
+        self._w = write
+        self._r = read
+        self.busy_timeout_ms = busy_timeout_ms
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: Path, *, durability: Literal["normal", "full"] = "normal", busy_timeout_ms: int = 10000
+    ) -> SqliteJournal:
+        """Open (creating and migrating) the journal at ``path``.
+
+        Raises:
+            JournalError: the file cannot be opened or migrated.
+        """
+        private_dir(path.parent)
+        opened: list[aiosqlite.Connection] = []
+        try:
+            for _ in range(2):
+                opened.append(
+                    await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+                )
+            for conn in opened:
+                await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                await conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes effect on a new file
+                await conn.execute("PRAGMA journal_mode = WAL")
+                await conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+                await conn.execute("PRAGMA foreign_keys = ON")
+                # Keep a WAL that grew during a burst from staying large on disk after its checkpoint.
+                await conn.execute("PRAGMA journal_size_limit = 4194304")
+            journal = cls(path, opened[0], opened[1], busy_timeout_ms)
+            await journal._run(migrate)
+            for suffix in ("", "-wal", "-shm"):  # conversations are private: owner-only files
+                with contextlib.suppress(OSError):
+                    os.chmod(f"{path}{suffix}", 0o600)
+        except BaseException as exc:
+            for conn in opened:  # their threads would keep the process alive
+                await conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _map_errors(exc) from exc
+            raise
+        return journal
+
+    async def aclose(self) -> None:
+        """Close both connections (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._w.close()
+        await self._r.close()
+
+    def info(self) -> dict[str, Any]:
+        """``{"backend": "sqlite", "path", "busy_timeout_ms"}``."""
+        return {"backend": "sqlite", "path": str(self.path), "busy_timeout_ms": self.busy_timeout_ms}
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
+        """Run ``fn(raw_connection)`` on the connection's own thread: one hop per transaction.
+
+        aiosqlite exposes no public "run this function" call; ``_execute`` is what all its methods
+        use. Pinned to aiosqlite <0.23 in pyproject.toml. Private to the store: nothing outside
+        ``acagent/store`` runs SQL.
+        """
+        conn = self._r if read else self._w
+        raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]  # see docstring
+        try:
+            return await conn._execute(fn, raw)  # type: ignore[attr-defined, no-any-return]  # see docstring
+        except sqlite3.Error as exc:
+            raise _map_errors(exc) from exc
+
+    # ------------------------------------------------------------------ unfenced creation
+
+    async def create_session(
+        self, *, cwd: str, model: str | None, title: str | None, session_id: str | None = None
+    ) -> tuple[SessionRow, Event]:
+        """Create a session in ``pending`` with its ``session.created`` event (seq 1)."""
+        sid = session_id or new_session_id()
+        ts = now_ts()
+        payload = make_payload("session.created", cwd=cwd, model=model, title=title)
+
+        def tx(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO session (id, cwd, title, model, status, created_at, updated_at, last_seq)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?, 1)",
+                (sid, cwd, title, model, ts, ts),
+            )
+            db.execute(_INSERT_EVENT, (sid, 1, ts, "session.created", orjson.dumps(payload).decode()))
+
+        await self._run(lambda db: transaction(db, lambda: tx(db)))
+        event = Event(seq=1, ts=ts, session_id=sid, type="session.created", payload=payload)
+        return await self.get_session(sid), event
+
+    async def import_session(self, session: ImportedSession, events: Iterable[Event]) -> None:
+        """Create ``session`` with ``events`` in one transaction, streaming them in batches.
+
+        The iterable is consumed on the connection's thread (it may read a file: the event loop
+        is never blocked), 500 rows per ``executemany``; ``session``'s fields are written after it
+        is exhausted.
+
+        Raises:
+            JournalError: the id exists, or the store failed (nothing written).
+        """
+        ts = now_ts()
+
+        def body(db: sqlite3.Connection) -> None:
+            s = session
+            db.execute(
+                "INSERT INTO session (id, cwd, status, created_at, updated_at) VALUES (?, ?, 'pending', ?, ?)",
+                (s.session_id, s.cwd, s.created_at or ts, ts),
+            )
+            batch: list[tuple[Any, ...]] = []
+            for e in events:
+                batch.append((s.session_id, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()))
+                if len(batch) >= 500:
+                    db.executemany(_INSERT_EVENT, batch)
+                    batch.clear()
+            if batch:
+                db.executemany(_INSERT_EVENT, batch)
+            db.execute(
+                "UPDATE session SET cwd = ?, title = ?, model = ?, status = ?, created_at = ?, last_seq = ?,"
+                " last_message = ?, checkpoint_seq = ?, checkpoint_bytes = ?, tail_bytes = ?, warnings = ?,"
+                " transcript_stat = ? WHERE id = ?",
+                (
+                    s.cwd,
+                    s.title,
+                    s.model,
+                    s.status,
+                    s.created_at or ts,
+                    s.last_seq,
+                    (s.last_message or "")[:LAST_MESSAGE_CHARS] or None,
+                    *s.checkpoint,
+                    s.tail_bytes,
+                    orjson.dumps(s.warnings).decode() if s.warnings else None,
+                    orjson.dumps(s.transcript_stat).decode() if s.transcript_stat else None,
+                    s.session_id,
+                ),
+            )
+
+        try:
+            await self._run(lambda db: transaction(db, lambda: body(db)))
+        except JournalError as exc:
+            if "UNIQUE" in exc.message:
+                raise JournalError(
+                    f"session {session.session_id!r} already exists; nothing imported"
+                ) from exc
+            raise
+
+    # ------------------------------------------------------------------ commits
+
+    async def commit(
+        self,
+        session_id: str,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        lease: Lease,
+        ops: Sequence[Op] = (),
+    ) -> list[Event]:
+        """Append ``events`` and apply ``ops`` in one transaction fenced by ``lease``.
+
+        Raises:
+            StaleLease: the fencing token moved on (a zombie writer); nothing is written.
+            InvalidTransition: an op's precondition failed; nothing is written.
+            SessionNotFound: no such session.
+            JournalError: SQLite failed (disk full, locked past the busy timeout, …).
+        """
+        if not isinstance(lease, Lease):
+            raise TypeError("commit needs the writer's Lease; unfenced writes use commit_unfenced")
+        return await self._commit(session_id, events, ops, lease)
+
+    async def commit_unfenced(
+        self,
+        session_id: str,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        ops: Sequence[Op] = (),
+        reason: str,
+    ) -> list[Event]:
+        """:meth:`commit` without a lease: repair and administration only (``reason`` says which)."""
+        if not reason:
+            raise ValueError("an unfenced commit names its reason")
+        return await self._commit(session_id, events, ops, None)
+
+    async def _commit(
+        self,
+        session_id: str,
+        events: Sequence[tuple[str, dict[str, Any]]],
+        ops: Sequence[Op],
+        lease: Lease | None,
+    ) -> list[Event]:
+        ts = now_ts()
+
+        def body(db: sqlite3.Connection) -> list[Event]:
+            row = db.execute(
+                "SELECT last_seq, fencing_token, status, cancel_requested, tail_bytes FROM session WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no session {session_id!r}")
+            last_seq, token, status, cancel, tail_bytes = row
+            if lease is not None and token != lease.token:
+                raise StaleLease(
+                    f"session {session_id!r}: fencing token {lease.token} superseded by {token}; write discarded"
+                )
+            ctx = TxContext(
+                db=db, session_id=session_id, ts=ts, status=status, cancel_requested=cancel, now=time.time()
+            )
+            extra = [out for out in (apply_op(op, ctx) for op in ops) if out is not None]
+            # Status changes lead their commit, so the commit's own events (a turn's end
+            # event above all) come last and a client that stops there has seen everything.
+            n = number_events(session_id, last_seq, tail_bytes, ts, [*extra, *events])
+            if not n.events:
+                return []
+            db.executemany(
+                _INSERT_EVENT,
+                [(session_id, e.seq, ts, e.type, p) for e, p in zip(n.events, n.payloads, strict=True)],
+            )
+            sets = "last_seq = ?, updated_at = ?, tail_bytes = ?"
+            args: list[Any] = [n.last_seq, ts, n.tail_bytes]
+            if n.last_message is not None:
+                sets += ", last_message = ?"
+                args.append(n.last_message)
+            if n.checkpoint is not None:
+                sets += ", checkpoint_seq = ?, checkpoint_bytes = ?"
+                args.extend(n.checkpoint)
+            db.execute(f"UPDATE session SET {sets} WHERE id = ?", (*args, session_id))
+            return n.events
+
+        return await self._run(lambda db: transaction(db, lambda: body(db)))
+
+    # ------------------------------------------------------------------ metadata (any process)
+
+    async def _set_column(self, session_id: str, column: str, value: Any) -> None:
+        await self._run(
+            lambda db: db.execute(f"UPDATE session SET {column} = ? WHERE id = ?", (value, session_id))
+        )
+
+    async def set_cancel(self, session_id: str, value: bool) -> SessionRow:
+        """Set or clear the session's cancel flag (any process may set it)."""
+        await self._set_column(session_id, "cancel_requested", int(value))
+        return await self.get_session(session_id)
+
+    async def set_transcript_stat(self, session_id: str, stat: dict[str, int] | None) -> None:
+        """Record (or forget) the transcript's state as its writer closed it."""
+        await self._set_column(session_id, "transcript_stat", orjson.dumps(stat).decode() if stat else None)
+
+    async def set_warnings(self, session_id: str, warnings: list[Any]) -> None:
+        """Replace the session's warnings list (shown by ``GET /v1/sessions/{id}``)."""
+        await self._set_column(session_id, "warnings", orjson.dumps(warnings).decode())
+
+    async def resolve_approval(
+        self, session_id: str, tool_call_id: str, decision: str, *, note: str | None = None
+    ) -> ToolCallRow:
+        """Record the first decision on a pending approval (compare-and-set).
+
+        Raises:
+            ApprovalNotFound: unknown id, or already resolved (``detail`` names the winning
+                decision and why).
+        """
+
+        def tx(db: sqlite3.Connection) -> Any:
+            cur = db.execute(
+                "UPDATE tool_call SET approval = ?, approval_note = ?"
+                " WHERE session_id = ? AND tool_call_id = ? AND approval = 'pending' AND status = 'waiting_user'",
+                (decision, note, session_id, tool_call_id),
+            )
+            row = db.execute(
+                f"SELECT {', '.join(TOOL_COLS)} FROM tool_call WHERE session_id = ? AND tool_call_id = ?",
+                (session_id, tool_call_id),
+            ).fetchone()
+            return cur.rowcount, row
+
+        changed, row = await self._run(tx)
+        if row is None:
+            raise ApprovalNotFound(f"no approval {tool_call_id!r} in session {session_id!r}")
+        tc = ToolCallRow(*row)
+        if not changed:
+            raise ApprovalNotFound(
+                f"approval {tool_call_id!r} is already resolved ({tc.approval})",
+                detail={"decision": tc.approval, "note": tc.approval_note, "status": tc.status},
+            )
+        return tc

@@ -1,0 +1,196 @@
+"""How :class:`~acagent.store.SqliteJournal` applies each op of :mod:`acagent.store._ops`.
+
+One function per op class, run inside the commit's ``BEGIN IMMEDIATE`` transaction on the
+connection's thread. The semantics are the ones documented on the op classes (the conformance
+suite in ``tests/store/conformance`` checks them for every backend).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from acagent.errors import InvalidTransition
+from acagent.store._ops import (
+    AddUsage,
+    FinishStep,
+    InsertStep,
+    InsertToolCall,
+    Op,
+    SetApprovalRules,
+    SetCancel,
+    SetStatus,
+    SetTitle,
+    SetTurn,
+    UpdateToolCall,
+)
+from acagent.store._usage import RecordUsage
+
+__all__ = ["TxContext", "apply_op"]
+
+Extra = tuple[str, dict[str, Any]] | None
+
+
+@dataclass
+class TxContext:
+    """State visible to ops inside one commit transaction."""
+
+    db: sqlite3.Connection
+    session_id: str
+    ts: str
+    status: str
+    cancel_requested: int
+    now: float = 0.0
+    """Commit time, unix seconds (``RecordUsage`` takes its local day from it)."""
+
+
+def _set_status(op: SetStatus, ctx: TxContext) -> Extra:
+    if ctx.status not in op.from_:
+        raise InvalidTransition(
+            f"session {ctx.session_id!r} is {ctx.status!r}; cannot become {op.to!r}"
+            f" (allowed from {', '.join(op.from_)})",
+            detail={"status": ctx.status, "to": op.to},
+        )
+    if op.worker and ctx.cancel_requested and op.to not in ("cancelled", "failed"):
+        raise InvalidTransition(
+            f"session {ctx.session_id!r} has a pending cancel; cannot become {op.to!r}",
+            detail={"status": ctx.status, "to": op.to, "cancel_requested": True},
+        )
+    if ctx.status == op.to:
+        return None
+    ctx.db.execute("UPDATE session SET status = ? WHERE id = ?", (op.to, ctx.session_id))
+    previous, ctx.status = ctx.status, op.to
+    payload: dict[str, Any] = {"status": op.to, "previous": previous}
+    if op.reason:
+        payload["reason"] = op.reason
+    if op.turn_id:
+        payload["turn_id"] = op.turn_id
+    return "session.status", payload
+
+
+def _set_turn(op: SetTurn, ctx: TxContext) -> Extra:
+    ctx.db.execute("UPDATE session SET turn_id = ? WHERE id = ?", (op.turn_id, ctx.session_id))
+    return None
+
+
+def _set_title(op: SetTitle, ctx: TxContext) -> Extra:
+    ctx.db.execute("UPDATE session SET title = ? WHERE id = ? AND title IS NULL", (op.title, ctx.session_id))
+    return None
+
+
+def _set_cancel(op: SetCancel, ctx: TxContext) -> Extra:
+    ctx.db.execute("UPDATE session SET cancel_requested = ? WHERE id = ?", (int(op.value), ctx.session_id))
+    ctx.cancel_requested = int(op.value)
+    return None
+
+
+def _insert_step(op: InsertStep, ctx: TxContext) -> Extra:
+    ctx.db.execute(
+        "INSERT INTO step (session_id, request_id, step_id, turn_id, digest, attempt, status, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, 'inflight', ?)",
+        (ctx.session_id, op.request_id, op.step_id, op.turn_id, op.digest, op.attempt, ctx.ts),
+    )
+    ctx.db.execute(
+        "UPDATE session SET llm_calls = llm_calls + 1, llm_retries = llm_retries + ? WHERE id = ?",
+        (1 if op.attempt > 1 else 0, ctx.session_id),
+    )
+    return None
+
+
+def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
+    cur = ctx.db.execute(
+        "UPDATE step SET status = ?, error = ?, finished_at = ?"
+        " WHERE session_id = ? AND request_id = ? AND status = 'inflight'",
+        (op.status, op.error, ctx.ts, ctx.session_id, op.request_id),
+    )
+    if cur.rowcount != 1:
+        raise InvalidTransition(f"step {op.request_id!r} is not inflight")
+    return None
+
+
+def _insert_tool_call(op: InsertToolCall, ctx: TxContext) -> Extra:
+    ctx.db.execute(
+        "INSERT INTO tool_call (session_id, tool_call_id, turn_id, step_id, idx, name, arguments,"
+        " arguments_error, status, approval, idempotent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            ctx.session_id,
+            op.tool_call_id,
+            op.turn_id,
+            op.step_id,
+            op.idx,
+            op.name,
+            orjson.dumps(op.arguments).decode(),
+            op.arguments_error,
+            op.status,
+            op.approval,
+            int(op.idempotent),
+        ),
+    )
+    return None
+
+
+def _update_tool_call(op: UpdateToolCall, ctx: TxContext) -> Extra:
+    sets = ["status = ?", *(f"{name} = ?" for name, _ in op.fields)]
+    args: list[Any] = [op.to, *(value for _, value in op.fields)]
+    marks = ",".join("?" * len(op.from_))
+    cur = ctx.db.execute(
+        f"UPDATE tool_call SET {', '.join(sets)} WHERE session_id = ? AND tool_call_id = ? AND status IN ({marks})",
+        (*args, ctx.session_id, op.tool_call_id, *op.from_),
+    )
+    if cur.rowcount != 1:
+        raise InvalidTransition(
+            f"tool call {op.tool_call_id!r} is not in {op.from_}; cannot become {op.to!r}"
+        )
+    return None
+
+
+def _add_usage(op: AddUsage, ctx: TxContext) -> Extra:
+    ctx.db.execute(
+        "UPDATE session SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE id = ?",
+        (op.input_tokens, op.output_tokens, ctx.session_id),
+    )
+    return None
+
+
+def _set_approval_rules(op: SetApprovalRules, ctx: TxContext) -> Extra:
+    ctx.db.execute(
+        "UPDATE session SET approval_rules = ? WHERE id = ?",
+        (orjson.dumps(op.rules).decode(), ctx.session_id),
+    )
+    return None
+
+
+def _record_usage(op: RecordUsage, ctx: TxContext) -> Extra:
+    op.apply(ctx)  # the usage row's SQL lives beside the usage queries (acagent/store/_usage.py)
+    return None
+
+
+_APPLY: dict[type, Callable[[Any, TxContext], Extra]] = {
+    RecordUsage: _record_usage,
+    SetStatus: _set_status,
+    SetTurn: _set_turn,
+    SetTitle: _set_title,
+    SetCancel: _set_cancel,
+    InsertStep: _insert_step,
+    FinishStep: _finish_step,
+    InsertToolCall: _insert_tool_call,
+    UpdateToolCall: _update_tool_call,
+    AddUsage: _add_usage,
+    SetApprovalRules: _set_approval_rules,
+}
+
+
+def apply_op(op: Op, ctx: TxContext) -> Extra:
+    """Apply ``op`` inside the transaction; raise to roll back; maybe return one extra event.
+
+    Raises:
+        TypeError: not an op of :mod:`acagent.store._ops`.
+    """
+    fn = _APPLY.get(type(op))
+    if fn is None:
+        raise TypeError(f"{type(op).__name__} is not a journal op")
+    return fn(op, ctx)

@@ -1,0 +1,263 @@
+"""The read side of :class:`~acagent.store.SqliteJournal`: sessions, events, steps, tool calls.
+
+Reads run on the journal's second connection (WAL readers never wait for the writer), except the
+few that the turn's own writer depends on right after a commit (``step_attempts``, ``tool_calls``,
+``existing_tool_call_ids``), which use the write connection so they see its last commit at once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
+
+import orjson
+
+from acagent.errors import SessionNotFound
+from acagent.events import Event
+from acagent.store._ops import CONTEXT_TYPES
+from acagent.store._rows import SESSION_COLS, STEP_COLS, TOOL_COLS, SessionRow, StepRow, ToolCallRow
+
+__all__ = ["SqliteReads"]
+
+T = TypeVar("T")
+_SESSION = ", ".join(SESSION_COLS)
+_STEP = ", ".join(STEP_COLS)
+_TOOL = ", ".join(TOOL_COLS)
+_PENDING = "approval = 'pending' AND status = 'waiting_user'"
+
+
+def _events(session_id: str, rows: list[Any]) -> list[Event]:
+    return [
+        Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=orjson.loads(payload))
+        for seq, ts, typ, payload in rows
+    ]
+
+
+class SqliteReads:
+    """Mixin: the queries of the SQLite journal (``_run`` comes from the journal class)."""
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
+        raise NotImplementedError
+
+    async def get_session(self, session_id: str) -> SessionRow:
+        """The session row.
+
+        Raises:
+            SessionNotFound: no such id (the message says how to list sessions).
+        """
+
+        def q(db: sqlite3.Connection) -> Any:
+            return db.execute(f"SELECT {_SESSION} FROM session WHERE id = ?", (session_id,)).fetchone()
+
+        row = await self._run(q, read=True)
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r}; `acagent sessions list --all` lists them")
+        return SessionRow(*row)
+
+    async def find_session(self, prefix: str) -> SessionRow:
+        """The session whose id is ``prefix`` or starts with it (unique).
+
+        Raises:
+            SessionNotFound: none, or the prefix is ambiguous.
+        """
+
+        def q(db: sqlite3.Connection) -> Any:
+            return db.execute(
+                f"SELECT {_SESSION} FROM session WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
+                (prefix, prefix.replace("%", "\\%").replace("_", "\\_") + "%"),
+            ).fetchall()
+
+        rows = await self._run(q, read=True)
+        exact = [r for r in rows if r[0] == prefix]
+        if exact:
+            return SessionRow(*exact[0])
+        if len(rows) != 1:
+            what = "is ambiguous" if rows else "matches no session"
+            raise SessionNotFound(f"session id {prefix!r} {what}; `acagent sessions list --all` lists them")
+        return SessionRow(*rows[0])
+
+    async def list_sessions(
+        self, *, cwd: str | None = None, limit: int | None = None, statuses: Sequence[str] | None = None
+    ) -> list[SessionRow]:
+        """Sessions, newest ``updated_at`` first, optionally of one working directory or statuses."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            sql = f"SELECT {_SESSION} FROM session"
+            where: list[str] = []
+            args: list[Any] = []
+            if cwd is not None:
+                where.append("cwd = ?")
+                args.append(cwd)
+            if statuses is not None:
+                where.append(f"status IN ({','.join('?' * len(statuses))})")
+                args.extend(statuses)
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            sql += " ORDER BY updated_at DESC, id DESC"
+            if limit is not None:
+                sql += " LIMIT ?"
+                args.append(limit)
+            return db.execute(sql, args).fetchall()
+
+        return [SessionRow(*r) for r in await self._run(q, read=True)]
+
+    async def cancel_requested(self, session_id: str) -> bool:
+        """The session's cancel flag (read connection)."""
+
+        def q(db: sqlite3.Connection) -> bool:
+            row = db.execute("SELECT cancel_requested FROM session WHERE id = ?", (session_id,)).fetchone()
+            return bool(row and row[0])
+
+        return await self._run(q, read=True)
+
+    # ------------------------------------------------------------------ events
+
+    async def events(
+        self, session_id: str, since: int = 0, *, limit: int | None = None, until: int | None = None
+    ) -> list[Event]:
+        """Committed events with ``since < seq (<= until)``, ascending seq, at most ``limit``."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            sql = "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND seq > ?"
+            args: list[Any] = [session_id, since]
+            if until is not None:
+                sql += " AND seq <= ?"
+                args.append(until)
+            sql += " ORDER BY seq"
+            if limit is not None:
+                sql += " LIMIT ?"
+                args.append(limit)
+            return db.execute(sql, args).fetchall()
+
+        return _events(session_id, await self._run(q, read=True))
+
+    async def iter_events(
+        self, session_id: str, since: int = 0, *, batch: int = 1000
+    ) -> AsyncIterator[Event]:
+        """Every committed event after ``since``, read ``batch`` at a time (bounded memory)."""
+        last = since
+        while True:
+            page = await self.events(session_id, last, limit=batch)
+            for event in page:
+                yield event
+            if len(page) < batch:
+                return
+            last = page[-1].seq
+
+    async def context_events(self, session_id: str) -> list[Event]:
+        """The latest checkpoint (if any) and the context-relevant events after it, ascending seq.
+
+        One read transaction: the checkpoint position and the events come from the same snapshot.
+        """
+        types = ("checkpoint", *CONTEXT_TYPES)
+        marks = ",".join("?" * len(types))
+
+        def q(db: sqlite3.Connection) -> Any:
+            db.execute("BEGIN")
+            try:
+                row = db.execute("SELECT checkpoint_seq FROM session WHERE id = ?", (session_id,)).fetchone()
+                if row is None:
+                    return None
+                return db.execute(
+                    "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND seq >= ?"
+                    f" AND type IN ({marks}) ORDER BY seq",
+                    (session_id, row[0], *types),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+
+        rows = await self._run(q, read=True)
+        if rows is None:
+            raise SessionNotFound(f"no session {session_id!r}; `acagent sessions list --all` lists them")
+        return _events(session_id, rows)
+
+    # ------------------------------------------------------------------ steps and tool calls
+
+    async def step_attempts(self, session_id: str, step_id: str) -> list[StepRow]:
+        """Every attempt of one step, ascending attempt."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            return db.execute(
+                f"SELECT {_STEP} FROM step WHERE session_id = ? AND step_id = ? ORDER BY attempt",
+                (session_id, step_id),
+            ).fetchall()
+
+        return [StepRow(*r) for r in await self._run(q)]
+
+    async def steps(self, session_id: str) -> list[StepRow]:
+        """Every step attempt of the session, in start order."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            return db.execute(
+                f"SELECT {_STEP} FROM step WHERE session_id = ? ORDER BY started_at, attempt", (session_id,)
+            ).fetchall()
+
+        return [StepRow(*r) for r in await self._run(q, read=True)]
+
+    async def tool_calls(
+        self, session_id: str, *, turn_id: str | None = None, open_only: bool = False
+    ) -> list[ToolCallRow]:
+        """Tool-call rows of the session (or one turn), in step and position order."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            sql = f"SELECT {_TOOL} FROM tool_call WHERE session_id = ?"
+            args: list[Any] = [session_id]
+            if turn_id is not None:
+                sql += " AND turn_id = ?"
+                args.append(turn_id)
+            if open_only:
+                sql += " AND status NOT IN ('done', 'failed')"
+            return db.execute(sql + " ORDER BY rowid", args).fetchall()
+
+        return [ToolCallRow(*r) for r in await self._run(q)]
+
+    async def existing_tool_call_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` already name a tool call of the session (providers may reuse ids)."""
+        if not ids:
+            return set()
+
+        def q(db: sqlite3.Connection) -> Any:
+            marks = ",".join("?" * len(ids))
+            return db.execute(
+                f"SELECT tool_call_id FROM tool_call WHERE session_id = ? AND tool_call_id IN ({marks})",
+                (session_id, *ids),
+            ).fetchall()
+
+        return {r[0] for r in await self._run(q)}
+
+    async def pending_approvals(self, session_id: str | None = None) -> list[ToolCallRow]:
+        """Tool calls waiting for the user's decision (one session's, or every session's), in order."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            if session_id is None:
+                return db.execute(f"SELECT {_TOOL} FROM tool_call WHERE {_PENDING} ORDER BY rowid").fetchall()
+            return db.execute(
+                f"SELECT {_TOOL} FROM tool_call WHERE session_id = ? AND {_PENDING} ORDER BY rowid",
+                (session_id,),
+            ).fetchall()
+
+        return [ToolCallRow(*r) for r in await self._run(q, read=True)]
+
+    async def pending_approval_events(self, session_id: str) -> list[Event]:
+        """The latest ``approval.requested`` event of each pending approval, ascending seq.
+
+        Clients that attach after the request was made are sent these again (F14).
+        """
+        pending = {r.tool_call_id for r in await self.pending_approvals(session_id)}
+        if not pending:
+            return []
+
+        def q(db: sqlite3.Connection) -> Any:
+            return db.execute(
+                "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND type = 'approval.requested'"
+                " ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+
+        latest: dict[str, Event] = {}
+        for event in _events(session_id, await self._run(q, read=True)):
+            tcid = event.payload.get("tool_call_id")
+            if tcid in pending:
+                latest[tcid] = event
+        return sorted(latest.values(), key=lambda e: e.seq)
