@@ -2,7 +2,9 @@
 
 Runs each figure in its own subprocess (a fresh interpreter: no memory, imports or GC state leak
 from one figure into the next, and a crash in one leaves the others standing), collects what
-each returns and writes the report (see :mod:`benchmarks._report`).
+each returns and prints the report (see :mod:`benchmarks._report`) — to stdout unless ``--out``
+names a file: a run never rewrites docs/benchmarks.md by itself. A figure that crashes or times
+out is a FAIL row in the targets table. Without the ``bench`` extra the run stops with one line.
 """
 
 from __future__ import annotations
@@ -14,10 +16,42 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks._report import FIGURES, machine_info, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+BENCH_EXTRAS = ("langgraph", "langgraph.checkpoint.sqlite", "aiosqlite", "psutil")
+"""Modules of the ``bench`` extra (pyproject.toml) the figures import."""
+
+
+def missing_extras() -> list[str]:
+    """The :data:`BENCH_EXTRAS` that cannot be imported here."""
+    import importlib.util
+
+    out = []
+    for name in BENCH_EXTRAS:
+        try:
+            if importlib.util.find_spec(name) is None:
+                out.append(name)
+        except ModuleNotFoundError:  # a parent package is absent
+            out.append(name)
+    return out
+
+
+def crashed_figure(number: int, module: str, returncode: int, stderr: str) -> dict[str, Any]:
+    """The result of a figure that crashed or timed out: its stderr, and a FAIL row for the targets table."""
+    how = "timed out" if returncode == -1 else f"crashed (exit {returncode})"
+    return {
+        "number": number,
+        "title": module,
+        "measures": "",
+        "text": [f"**The figure {how}:**\n\n```\n{stderr[-3000:]}\n```"],
+        "targets": [{"name": f"{module} runs", "goal": "completes", "measured": how, "passed": False}],
+        "profiles": [],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,9 +59,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (< 2 minutes)")
     parser.add_argument("--only", default="", help="comma-separated figure numbers, e.g. 1,3")
     parser.add_argument(
-        "--out", default=str(ROOT / "docs" / "benchmarks.md"), help="report path ('-': stdout)"
+        "--out", default="-", help="report path, e.g. docs/benchmarks.md (default '-': stdout only)"
     )
     args = parser.parse_args(argv)
+    missing = missing_extras()
+    if missing:
+        sys.stderr.write(
+            f"benchmarks need the bench extra (missing: {', '.join(missing)}); "
+            "install it with: pip install -e '.[bench]'\n"
+        )
+        return 2
     only = {int(x) for x in args.only.split(",") if x.strip()}
     command = (
         "python -m benchmarks" + (" --quick" if args.quick else "") + (f" --only {args.only}" if only else "")
@@ -59,16 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 returncode, stderr = -1, f"timed out after {exc.timeout:.0f} s\n{err}"
             elapsed = time.perf_counter() - t0
             data = Path(tmp.name).read_text() if returncode == 0 else ""
-        if data:
-            fig = json.loads(data)
-        else:
-            fig = {
-                "number": number,
-                "title": module,
-                "text": [f"**The figure crashed** (exit {returncode}):\n\n```\n{stderr[-3000:]}\n```"],
-                "targets": [],
-                "profiles": [],
-            }
+        fig = json.loads(data) if data else crashed_figure(number, module, returncode, stderr)
         fig["seconds"] = elapsed
         figures.append(fig)
         sys.stderr.write(f"  done in {elapsed:.1f} s\n")

@@ -11,8 +11,10 @@ from pathlib import Path
 def main() -> None:
     module, out = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv[3:]
-    fig = importlib.import_module(f"benchmarks.{module}").run(quick)
-    Path(out).write_text(json.dumps(fig.to_json()))
+    mod = importlib.import_module(f"benchmarks.{module}")
+    data = mod.run(quick).to_json()
+    data["measures"] = (mod.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    Path(out).write_text(json.dumps(data))
 
 
 if __name__ == "__main__":

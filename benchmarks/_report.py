@@ -156,6 +156,8 @@ def write_report(figures: list[dict[str, Any]], info: dict[str, Any]) -> str:
     w("")
     for fig in figures:
         w(f"## {fig['number']}. {fig['title']}\n")
+        if fig.get("measures"):
+            w(f"_What it measures:_ {fig['measures']}\n")
         for block in fig["text"]:
             w(block + "\n")
         w(f"_Figure run time: {fig.get('seconds', 0):.0f} s._\n")
