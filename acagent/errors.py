@@ -11,6 +11,7 @@
     ├── SessionBusy                   a turn already runs / another process holds the lease  code="session_busy"
     ├── ConcurrencyCap                the instance runs its maximum number of sessions      code="concurrency_cap"
     ├── StaleLease                    a write carried a fencing token that was superseded   code="stale_lease"
+    ├── SubscriberEvicted             a stream subscriber fell too far behind       code="subscriber_evicted"
     ├── InvalidTransition             a status change from a state not in its whitelist     code="invalid_transition"
     ├── CursorAhead                   a stream cursor above the session's last seq           code="cursor_ahead"
     ├── DaemonLimit                   a daemon limit refused the request (acagent.server._limits)
@@ -47,6 +48,7 @@ __all__ = [
     "SessionBusy",
     "SessionNotFound",
     "StaleLease",
+    "SubscriberEvicted",
     "TooManyAttachers",
     "TranscriptError",
     "UnexpectedModelBehavior",
@@ -202,6 +204,19 @@ class UnexpectedModelBehavior(ProviderError):
         super().__init__(message, detail={"body": body})
         self.body = body
         self.retryable = retryable
+
+
+class SubscriberEvicted(AcagentError):
+    """Raised to a subscriber that fell too far behind; re-attach with ``since=last_seq``."""
+
+    code = "subscriber_evicted"
+    status_code = 409
+
+    def __init__(self, last_seq: int) -> None:
+        super().__init__(
+            f"subscriber fell too far behind; re-attach with since={last_seq}", detail={"last_seq": last_seq}
+        )
+        self.last_seq = last_seq
 
 
 def find_acagent_error(exc: BaseException) -> AcagentError | None:

@@ -182,7 +182,7 @@ def test_crash_mid_tool_kills_orphaned_process_group(cli: Any, mock: MockProvide
     import time
 
     deadline = time.time() + 5
-    while not pidfile.exists() and time.time() < deadline:
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.time() < deadline:
         time.sleep(0.05)
     pid = int(pidfile.read_text())
     os.kill(pid, 0)  # the orphan is alive before recovery
@@ -237,7 +237,7 @@ def test_any_cli_start_reaps_orphaned_tool_processes(cli: Any, mock: MockProvide
                 cwd=workspace, extra_env={"ACAGENT_CRASH_AT": "mid_tool"})
     assert first.returncode == -signal.SIGKILL
     deadline = time.time() + 5
-    while not pidfile.exists() and time.time() < deadline:
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.time() < deadline:
         time.sleep(0.05)
     pid = int(pidfile.read_text())
     mock.default = openai_text("hello")
@@ -257,3 +257,4 @@ def test_any_cli_start_reaps_orphaned_tool_processes(cli: Any, mock: MockProvide
         pytest.fail("the orphaned sleep survived")
     status = _journal(cli.home).execute("SELECT status FROM session ORDER BY created_at LIMIT 1").fetchone()[0]
     assert status == "waiting_tool"  # still resumable with `run --resume`
+

@@ -19,31 +19,21 @@ bounded by ``step_max_attempts``.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from acagent.errors import ProviderError
 from acagent.events import make_payload
-from acagent.messages import Message, TextPart, ToolCallPart
-from acagent.providers._base import ModelRequest, TextDelta, ToolDefinition
+from acagent.messages import Message, ToolCallPart
+from acagent.providers._base import ModelRequest, TextDelta
+from acagent.runner._tools import ToolExecutor
+from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
-from acagent.store import (
-    ACTIVE,
-    AddUsage,
-    FinishStep,
-    InsertStep,
-    InsertToolCall,
-    SetStatus,
-    ToolCallRow,
-)
-
-if TYPE_CHECKING:
-    from acagent.runner._runner import InProcessRunner
+from acagent.store import ACTIVE, AddUsage, FinishStep, InsertStep, InsertToolCall, SetStatus
 
 __all__ = ["AgenticLoop", "TurnEnded"]
 
@@ -55,61 +45,34 @@ class TurnEnded(Exception):
 
 
 class AgenticLoop:
-    """The stateless turn algorithm (see module docstring)."""
+    """The stateless turn algorithm (see module docstring).
 
-    async def run_turn(self, rt: InProcessRunner, turn_id: str) -> None:
-        """Drive the turn ``turn_id`` to ``turn.completed`` (or raise :class:`TurnEnded`)."""
+    Args:
+        executor: runs the open tool calls of a step.
+    """
+
+    def __init__(self, executor: ToolExecutor | None = None) -> None:
+        self.executor = executor or ToolExecutor()
+
+    async def run_turn(self, turn: Turn) -> None:
+        """Drive ``turn`` to ``turn.completed`` (or raise :class:`TurnEnded`)."""
         while True:
-            await refresh_tools(rt, turn_id)
-            open_calls = await rt.journal.tool_calls(rt.session_id, turn_id=turn_id, open_only=True)
+            await refresh_tools(turn)
+            open_calls = await turn.journal.tool_calls(turn.session_id, turn_id=turn.turn_id, open_only=True)
             if open_calls:
-                await rt.tools_runner.run_open_calls(rt, turn_id, open_calls)
-                crash_point("after_tool_result_before_wake", rt.settings.crash_at)
+                await self.executor.run_open_calls(turn, open_calls)
+                crash_point("after_tool_result_before_wake", turn.settings.crash_at)
                 continue
-            messages = rt.context.messages
+            messages = turn.context.messages
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant" and not last.tool_calls:
-                await self._complete(rt, turn_id, last.text)
+                await turn.complete(last.text)
                 return
-            if not await self.llm_step(rt, turn_id):
-                await self._complete(rt, turn_id, "")
+            if not await self.llm_step(turn):
+                await turn.complete("")
                 return
 
-    async def _complete(self, rt: InProcessRunner, turn_id: str, text: str) -> None:
-        await rt.writer.commit(
-            [("turn.completed", make_payload("turn.completed", turn_id=turn_id, text=text))],
-            ops=[SetStatus("done", ACTIVE, turn_id=turn_id)],
-        )
-        rt.mark_finishing()
-        await self.maybe_checkpoint(rt)
-
-    async def maybe_checkpoint(self, rt: InProcessRunner) -> bool:
-        """Write a ``checkpoint`` (full context) when the tail outgrew the last one.
-
-        Policy: checkpoint when the context bytes committed since the last checkpoint exceed
-        ``checkpoint_ratio`` × that checkpoint's size (and 4 KiB). Each checkpoint is then at
-        least (1 + ratio) × the previous one, so their total size is linear in the session
-        length (amortised O(1) per event), and resume reads one checkpoint plus a bounded tail.
-        """
-        row = await rt.journal.get_session(rt.session_id)
-        if row.tail_bytes <= max(4096, rt.settings.checkpoint_ratio * row.checkpoint_bytes):
-            return False
-        messages = [m.model_dump(mode="json") for m in rt.context.messages]
-        await rt.writer.commit(
-            [("checkpoint", make_payload("checkpoint", upto_seq=rt.context.last_seq, messages=messages))]
-        )
-        return True
-
-    def _tool_definitions(self, rt: InProcessRunner) -> list[ToolDefinition]:
-        if not rt.tools_enabled:
-            return []
-        if rt.tool_definitions is None:  # JSON schemas are built once per runner
-            rt.tool_definitions = [
-                ToolDefinition(t.name, t.description, t.parameters_schema()) for t in rt.tools.values()
-            ]
-        return rt.tool_definitions
-
-    async def llm_step(self, rt: InProcessRunner, turn_id: str) -> bool:
+    async def llm_step(self, turn: Turn) -> bool:
         """Make (or recover) one LLM call for the current context and commit its result.
 
         Returns:
@@ -118,11 +81,12 @@ class AgenticLoop:
         Raises:
             TurnEnded: the step failed for good (``turn.failed`` committed).
         """
-        settings = rt.settings
-        messages = list(rt.context.messages)
-        digest = rt.context.digest(rt.system_prompt)
-        step_id = f"{rt.session_id}|{rt.context.last_seq}|{digest[:16]}"
-        attempts = await rt.journal.step_attempts(rt.session_id, step_id)
+        turn_id = turn.turn_id
+        settings = turn.settings
+        messages = list(turn.context.messages)
+        digest = turn.context.digest(turn.system_prompt)
+        step_id = f"{turn.session_id}|{turn.context.last_seq}|{digest[:16]}"
+        attempts = await turn.journal.step_attempts(turn.session_id, step_id)
         attempt = 1
         if attempts:
             prev = attempts[-1]
@@ -132,7 +96,7 @@ class AgenticLoop:
             attempt = prev.attempt + 1
             if prev.status == "inflight":
                 # Its process died mid-call: the retry is counted and visible.
-                await rt.writer.commit(
+                await turn.writer.commit(
                     [
                         (
                             "llm.retry",
@@ -148,18 +112,17 @@ class AgenticLoop:
                     ],
                     ops=[FinishStep(prev.request_id, "failed", "process died")],
                 )
-        tools = self._tool_definitions(rt)
+        tools = await turn.definitions()
         while True:
             if attempt > settings.timing.step_max_attempts:
-                await rt.fail_turn(
-                    turn_id,
+                await turn.fail(
                     error_type="retries_exhausted",
                     message=f"the LLM step failed after {attempt - 1} attempts",
                     retryable=True,
                 )
                 raise TurnEnded
             request_id = f"{step_id}|{attempt}"
-            await rt.writer.commit(
+            await turn.writer.commit(
                 [
                     (
                         "step.started",
@@ -179,14 +142,14 @@ class AgenticLoop:
             )
             crash_point("after_step_inflight", settings.crash_at)
             request = ModelRequest(
-                system=rt.system_prompt, messages=messages, tools=tools, request_id=request_id
+                system=turn.system_prompt, messages=messages, tools=tools, request_id=request_id
             )
             try:
-                response = await self._stream(rt, request, turn_id, step_id, attempt)
+                response = await self._stream(turn, request, turn_id, step_id, attempt)
             except ProviderError as exc:
                 if exc.retryable and attempt < settings.timing.step_max_attempts:
                     delay = self._delay(attempt, getattr(exc, "retry_after_s", None), settings)
-                    await rt.writer.commit(
+                    await turn.writer.commit(
                         [
                             (
                                 "llm.retry",
@@ -205,8 +168,7 @@ class AgenticLoop:
                     await anyio.sleep(delay)
                     attempt += 1
                     continue
-                await rt.fail_turn(
-                    turn_id,
+                await turn.fail(
                     error_type=exc.error_type,
                     message=exc.message,
                     retryable=exc.retryable,
@@ -214,7 +176,7 @@ class AgenticLoop:
                 )
                 raise TurnEnded from exc
             crash_point("before_step_commit", settings.crash_at)
-            await self._commit_response(rt, turn_id, step_id, request_id, attempt, response)
+            await self._commit_response(turn, turn_id, step_id, request_id, attempt, response)
             crash_point("after_step_commit", settings.crash_at)
             return bool(response.parts)
 
@@ -226,19 +188,19 @@ class AgenticLoop:
         return float(min(settings.timing.retry_max_delay_s, base * (0.5 + random.random())))
 
     async def _stream(
-        self, rt: InProcessRunner, request: ModelRequest, turn_id: str, step_id: str, attempt: int
+        self, turn: Turn, request: ModelRequest, turn_id: str, step_id: str, attempt: int
     ) -> Any:
-        timing = rt.settings.timing
-        provider = await rt.get_provider()
+        timing = turn.settings.timing
+        provider = await turn.provider()
         deltas = 0
         with anyio.fail_after(timing.llm_timeout_s):
-            rt.partial_text = ""
+            turn.partial_text = ""
             async with provider.request_stream(request) as stream:
-                rt.current_stream = stream
+                turn.current_stream = stream
                 try:
                     async for event in stream:
                         if isinstance(event, TextDelta) and event.text:
-                            rt.writer.delta(
+                            turn.writer.delta(
                                 "assistant.delta",
                                 {
                                     "turn_id": turn_id,
@@ -248,22 +210,22 @@ class AgenticLoop:
                                 },
                             )
                             deltas += 1
-                            if deltas == 2 and rt.settings.crash_at == "mid_stream":
-                                await rt.writer.flush()
-                                crash_point("mid_stream", rt.settings.crash_at)
-                            await rt.writer.backpressure()
+                            if deltas == 2 and turn.settings.crash_at == "mid_stream":
+                                await turn.writer.flush()
+                                crash_point("mid_stream", turn.settings.crash_at)
+                            await turn.writer.backpressure()
                     return stream.get()
                 except BaseException:
-                    rt.partial_text = stream.partial_text()  # what the user saw, kept on cancel
+                    turn.partial_text = stream.partial_text()  # what the user saw, kept on cancel
                     raise
                 finally:
-                    rt.current_stream = None
+                    turn.current_stream = None
 
     async def _commit_response(
-        self, rt: InProcessRunner, turn_id: str, step_id: str, request_id: str, attempt: int, response: Any
+        self, turn: Turn, turn_id: str, step_id: str, request_id: str, attempt: int, response: Any
     ) -> None:
         asked = [p.tool_call_id for p in response.parts if isinstance(p, ToolCallPart) and p.tool_call_id]
-        known = await rt.journal.existing_tool_call_ids(rt.session_id, asked) if asked else set()
+        known = await turn.journal.existing_tool_call_ids(turn.session_id, asked) if asked else set()
         parts: list[Any] = []
         for part in response.parts:
             if isinstance(part, ToolCallPart) and (not part.tool_call_id or part.tool_call_id in known):
@@ -289,7 +251,7 @@ class AgenticLoop:
             )
         calls = message.tool_calls
         for idx, call in enumerate(calls):
-            tool = rt.tools.get(call.name)
+            tool = turn.tools.get(call.name)
             events.append(
                 (
                     "tool.call",
@@ -316,8 +278,8 @@ class AgenticLoop:
                 )
             )
         usage = response.usage
-        rt.usage_totals[0] += usage.input_tokens
-        rt.usage_totals[1] += usage.output_tokens
+        turn.usage_totals[0] += usage.input_tokens
+        turn.usage_totals[1] += usage.output_tokens
         events.append(
             (
                 "usage",
@@ -327,8 +289,8 @@ class AgenticLoop:
                     input_tokens=usage.input_tokens,
                     output_tokens=usage.output_tokens,
                     total_tokens=usage.input_tokens + usage.output_tokens,
-                    session_input_tokens=rt.usage_totals[0],
-                    session_output_tokens=rt.usage_totals[1],
+                    session_input_tokens=turn.usage_totals[0],
+                    session_output_tokens=turn.usage_totals[1],
                 ),
             )
         )
@@ -359,31 +321,22 @@ class AgenticLoop:
             )
         )
         ops.append(SetStatus("waiting_tool" if calls else "running", ACTIVE, turn_id=turn_id))
-        await rt.writer.commit(events, ops=ops)
+        await turn.writer.commit(events, ops=ops)
 
 
-async def refresh_tools(rt: InProcessRunner, turn_id: str) -> None:
+async def refresh_tools(turn: Turn) -> None:
     """Bring a live tool set (``acagent.mcp.ToolSet``: MCP tools) up to date before tools run or
     the model is called; its notices (a server failed, crashed, changed its tools) are recorded
     once each as ``error`` events. A plain ``dict`` of tools has no ``refresh`` and is left alone.
     """
-    refresh = getattr(rt.tools, "refresh", None)
+    refresh = getattr(turn.tools, "refresh", None)
     if refresh is None:
         return
     changed, notices = await refresh()
     if changed:
-        rt.tool_definitions = None
+        turn.tool_definitions = None
     if notices:
-        events = [("error", make_payload("error", turn_id=turn_id, code=c, message=m)) for c, m in notices]
-        await rt.writer.commit(events)
-
-
-def tool_call_arguments(row: ToolCallRow) -> dict[str, Any]:
-    """The parsed JSON arguments of a tool-call row."""
-    value = json.loads(row.arguments)
-    return value if isinstance(value, dict) else {}
-
-
-def partial_message(text: str) -> Message | None:
-    """The assistant message kept after an interrupted stream (text only), or None if empty."""
-    return Message(role="assistant", parts=[TextPart(text=text)]) if text else None
+        events = [
+            ("error", make_payload("error", turn_id=turn.turn_id, code=c, message=m)) for c, m in notices
+        ]
+        await turn.writer.commit(events)

@@ -24,7 +24,9 @@ from anyio.abc import TaskGroup
 from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, UserError
 from acagent.events import make_payload
 from acagent.providers._base import Provider
-from acagent.runner._runner import InProcessRunner, pid_is_dead
+from acagent.runner._protocol import pid_is_dead
+from acagent.runner._runner import InProcessRunner
+from acagent.runner._sdk import prewarm
 from acagent.settings import Settings
 from acagent.store import ACTIVE, Journal, SessionRow
 from acagent.store._transcript import TranscriptWriter, transcript_path
@@ -74,8 +76,11 @@ class SessionRegistry:
         tools_factory: Callable[[], dict[str, Tool]] | None = None,
         interactive: bool = True,
         tool_source: ToolSource | None = None,
+        prewarm: bool | None = None,
     ) -> None:
         self.journal = journal
+        self._prewarm = provider_factory is None if prewarm is None else prewarm
+        """Import a session's provider SDK off the loop as soon as its runner exists."""
         self.settings = settings
         self.runners: dict[str, InProcessRunner] = {}
         self._tg = task_group
@@ -98,8 +103,13 @@ class SessionRegistry:
         interactive: bool = True,
         journal: Journal | None = None,
         tool_source: ToolSource | None = None,
+        prewarm: bool | None = None,
     ) -> AsyncIterator[SessionRegistry]:
-        """Open the journal (unless given) and a registry; on exit stop every runner."""
+        """Open the journal (unless given) and a registry; on exit stop every runner.
+
+        ``prewarm`` (default: only with the default provider factory) imports a session's
+        provider SDK in a worker thread when its runner is created.
+        """
         own = journal is None
         if journal is None:
             from acagent.store._select import open_journal
@@ -115,6 +125,7 @@ class SessionRegistry:
                     tools_factory=tools_factory,
                     interactive=interactive,
                     tool_source=tool_source,
+                    prewarm=prewarm,
                 )
                 tg.start_soon(registry._lease_keeper)
                 try:
@@ -201,6 +212,8 @@ class SessionRegistry:
             interactive=self._interactive,
         )
         self.runners[session_id] = runner
+        if self._prewarm:
+            self._tg.start_soon(prewarm, runner.model_id)  # the SDK import, off the loop, early
         await self._start_transcript(runner)
         return runner
 
@@ -216,11 +229,7 @@ class SessionRegistry:
             ConcurrencyCap: ``max_sessions`` turns already run in this process.
         """
         runner = await self.get_runner(session_id)
-        if runner.is_busy and not runner.finishing:
-            raise SessionBusy(
-                f"session {session_id} is running turn {runner.turn_id}; wait for it or cancel it",
-                detail={"turn_id": runner.turn_id},
-            )
+        runner.check_free()
         if self.busy_count() >= self.settings.max_sessions:
             raise ConcurrencyCap(
                 f"{self.settings.max_sessions} sessions are already running a turn; retry when one finishes",

@@ -41,7 +41,7 @@ def settings_for(home: Path, mock: MockProvider, provider: str, **over: Any) -> 
     return load_settings({"home": str(home), "base_url": base, "model": f"{provider}:mock", **over}, env={})
 
 
-async def wait_for(runner: InProcessRunner, predicate: Any, since: int = 0, timeout: float = 10) -> Event:
+async def wait_for(runner: InProcessRunner, predicate: Any, since: int = 0, timeout: float = 30) -> Event:
     with anyio.fail_after(timeout):
         async for event in runner.subscribe("test", since):
             if predicate(event):

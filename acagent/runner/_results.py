@@ -1,0 +1,57 @@
+"""Small pure helpers shared by the loop, the tool executor and the turn: tool results, partial text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from acagent.events import make_payload
+from acagent.messages import Message, TextPart
+from acagent.store import ToolCallRow, UpdateToolCall
+from acagent.tools import ToolResult
+
+__all__ = ["MAX_TOOL_OUTPUT_KEPT", "close_row", "partial_message", "result_event", "tool_call_arguments"]
+
+MAX_TOOL_OUTPUT_KEPT = 64 * 1024
+"""Bytes of live tool output kept per call for the partial result of an interrupted call."""
+
+
+def tool_call_arguments(row: ToolCallRow) -> dict[str, Any]:
+    """The parsed JSON arguments of a tool-call row (``{}`` when they are not an object)."""
+    value = json.loads(row.arguments)
+    return value if isinstance(value, dict) else {}
+
+
+def partial_message(text: str) -> Message | None:
+    """The assistant message kept after an interrupted stream (text only), or None if empty."""
+    return Message(role="assistant", parts=[TextPart(text=text)]) if text else None
+
+
+def result_event(turn_id: str, row: ToolCallRow, result: ToolResult) -> tuple[str, dict[str, Any]]:
+    """The ``tool.result`` event for a row and its result."""
+    return (
+        "tool.result",
+        make_payload(
+            "tool.result",
+            turn_id=turn_id,
+            tool_call_id=row.tool_call_id,
+            name=row.name,
+            status=result.status,
+            content=result.content,
+            is_error=result.is_error,
+            exit_code=result.exit_code,
+            output_ref=result.data.get("output_ref"),
+        ),
+    )
+
+
+def close_row(
+    turn_id: str, row: ToolCallRow, result: ToolResult
+) -> tuple[tuple[str, dict[str, Any]], UpdateToolCall]:
+    """Event and op that move a row to its terminal state with ``result``."""
+    return result_event(turn_id, row, result), UpdateToolCall(
+        row.tool_call_id,
+        "done" if result.status == "ok" else "failed",
+        (row.status,),
+        (("result_status", result.status),),
+    )

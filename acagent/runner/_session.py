@@ -1,0 +1,163 @@
+"""SessionPorts: what one session is made of in this process, whatever runs its turns.
+
+The journal, settings and row; the bus and the writer (the one path events take); the model
+context; the tools and the approval policy; the provider (created on first use, off the event
+loop). Plus the read side every caller needs: :meth:`SessionPorts.load`,
+:meth:`SessionPorts.snapshot` and :meth:`SessionPorts.subscribe`. The turn lifecycle lives in
+:class:`~acagent.runner._runner.InProcessRunner`, which extends this class.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from anyio.abc import TaskGroup
+
+from acagent.bus import RunnerEventBus
+from acagent.events import Event
+from acagent.providers._base import Provider
+from acagent.runner._context import ContextBuilder
+from acagent.runner._sdk import create_off_loop
+from acagent.runner._subscribe import replay_then_live
+from acagent.runner._writer import SessionWriter
+from acagent.settings import Settings
+from acagent.store import Journal, SessionRow
+from acagent.tools import ApprovalPolicy, Tool, default_tools
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionPorts"]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are acagent, a careful coding assistant. The user's workspace is {cwd}. Use the tools to "
+    "inspect and change files and run commands inside the workspace; keep answers concise."
+)
+
+
+class SessionPorts:
+    """A session's parts in this process (see module docstring).
+
+    Args:
+        journal: the journal.
+        settings: resolved settings.
+        row: the session row.
+        task_group: owner of the turn tasks.
+        provider_factory: ``(model_id) -> Provider``.
+        tools: the tools by name (default: :func:`default_tools`).
+        interactive: a user can answer questions (``ask_user``).
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        settings: Settings,
+        row: SessionRow,
+        task_group: TaskGroup,
+        provider_factory: Callable[[str], Provider],
+        *,
+        tools: dict[str, Tool] | None = None,
+        interactive: bool = True,
+    ) -> None:
+        self.journal = journal
+        self.settings = settings
+        self.session_id = row.id
+        self.row = row
+        self.cwd = row.cwd
+        self.worker_id = f"w_{uuid.uuid4().hex[:12]}"
+        self.bus = RunnerEventBus(row.id)
+        self.bus.last_seq = row.last_seq
+        self.context = ContextBuilder()
+        self.writer = SessionWriter(journal, row.id, self.bus, self.context)
+        self.tools = tools if tools is not None else default_tools()
+        self.policy = ApprovalPolicy.from_json(json.loads(row.approval_rules or "{}"), settings.shell_allow)
+        self.interactive = interactive
+        self.model_override: str | None = None
+        """An explicit ``--model`` for this process's turns (else the session's recorded model)."""
+        self._tg = task_group
+        self._provider_factory = provider_factory
+        self._provider: Provider | None = None
+        self._loaded = False
+        self.system_prompt = (settings.system_prompt or DEFAULT_SYSTEM_PROMPT).format(cwd=row.cwd)
+
+    @property
+    def is_busy(self) -> bool:
+        """True while a turn is in progress (the runner decides)."""
+        return False
+
+    async def get_provider(self) -> Provider:
+        """The session's provider, created on first use (in a worker thread: see :mod:`._sdk`)."""
+        if self._provider is None:
+            provider = await create_off_loop(self._provider_factory, self.model_id)
+            if self._provider is None:
+                self._provider = provider
+        return self._provider
+
+    @property
+    def model_id(self) -> str:
+        """The model this process's turns use: ``--model``, else the session's, else the default."""
+        return self.model_override or self.row.model or self.settings.model or "local:smollm2-135m"
+
+    async def load(self) -> None:
+        """Bring the model context up to date with the journal.
+
+        The first call rebuilds it (latest checkpoint + tail). Later calls are a no-op unless
+        another process committed events since (the journal's ``last_seq`` moved past what this
+        runner published), in which case the context is rebuilt.
+        """
+        if self._loaded:
+            row = await self.journal.get_session(self.session_id)
+            if row.last_seq == self.bus.last_seq:
+                self.row = row
+                return
+        events = await self.journal.context_events(self.session_id)
+        self.context.messages = []
+        for event in events:
+            self.context.apply(event)
+        self.row = await self.journal.get_session(self.session_id)
+        # Another process may have granted rules or advanced the workspace generation (F40).
+        self.policy = ApprovalPolicy.from_json(
+            json.loads(self.row.approval_rules or "{}"), self.settings.shell_allow
+        )
+        if self.row.last_seq > self.bus.last_seq:
+            # Another process wrote since this bus last published: publish those events first, so
+            # subscribers here (attachers of a session another daemon ran) see no gap.
+            for event in await self.journal.events(
+                self.session_id, self.bus.last_seq, until=self.row.last_seq
+            ):
+                if event.seq == self.bus.last_seq + 1:
+                    self.bus.publish(event)
+            self.bus.last_seq = max(self.bus.last_seq, self.row.last_seq)
+        self._loaded = True
+
+    async def snapshot(self) -> dict[str, Any]:
+        """Public session fields + ``pending_approvals`` + ``busy`` + ``subscribers``."""
+        row = await self.journal.get_session(self.session_id)
+        data = row.to_public()
+        data["pending_approvals"] = [
+            {
+                "tool_call_id": r.tool_call_id,
+                "name": r.name,
+                "arguments": json.loads(r.arguments),
+                "turn_id": r.turn_id,
+            }
+            for r in await self.journal.pending_approvals(self.session_id)
+        ]
+        data["busy"] = self.is_busy
+        data["subscribers"] = len(self.bus.subscribers)
+        return data
+
+    def subscribe(self, name: str, since: int = 0, *, maxsize: int = 1024) -> AsyncIterator[Event]:
+        """Every committed event with seq > ``since`` exactly once, in order, then live events
+        (see :func:`~acagent.runner._subscribe.replay_then_live`).
+
+        Raises:
+            SubscriberEvicted: the subscriber fell behind (re-attach with its last seq).
+        """
+        return replay_then_live(self.journal, self.bus, self.session_id, name, since, maxsize=maxsize)
+
+    async def aclose(self) -> None:
+        """Close the bus and the provider."""
+        self.bus.close()
+        if self._provider is not None:
+            await self._provider.aclose()

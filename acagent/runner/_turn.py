@@ -1,0 +1,394 @@
+"""Turn: the ports and the state of one turn, and the functions that close it.
+
+A :class:`Turn` is built by the runner when a turn starts (or is resumed) and dropped when it
+ends. It carries what the loop (:mod:`acagent.runner._loop`) and the tool executor
+(:mod:`acagent.runner._tools`) need — the writer with its lease, the model context, the provider,
+the tools, the approval policy, the settings (timing) — and the state that belongs to this turn
+alone: the text streamed so far, the current stream, live tool output, answers to questions,
+usage totals, the cached tool definitions, the approval wake-ups and the interrupt request.
+Nothing of it outlives the turn: a cancel meant for one turn can never reach the next one.
+
+A turn ends in exactly one of three ways, each one journal transaction:
+:meth:`Turn.complete` (``turn.completed`` → ``done``), :meth:`Turn.fail` (``turn.failed`` →
+``failed``, open calls closed with an error) and :meth:`Turn.finish_cancelled`
+(partial text kept, open calls closed, ``turn.interrupted`` → ``cancelled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from acagent.errors import AcagentError
+from acagent.events import make_payload
+from acagent.providers._base import Provider, ToolDefinition
+from acagent.runner._context import ContextBuilder
+from acagent.runner._results import MAX_TOOL_OUTPUT_KEPT, close_row, partial_message
+from acagent.runner._writer import SessionWriter
+from acagent.settings import Settings
+from acagent.store import (
+    ACTIVE,
+    RESTING,
+    STATUSES,
+    FinishStep,
+    Journal,
+    SetCancel,
+    SetStatus,
+    SetTitle,
+    SetTurn,
+    ToolCallRow,
+    UpdateToolCall,
+)
+from acagent.store._transcript import transcript_path
+from acagent.tools import ApprovalPolicy, Tool, ToolContext, ToolResult, secret_values
+from acagent.tools._blob import blob_dir_for
+
+__all__ = ["Turn"]
+
+
+@dataclass(eq=False)
+class Turn:
+    """One turn's ports and state (see module docstring).
+
+    Args:
+        turn_id: the turn.
+        session_id: its session.
+        journal: the journal (reads; writes go through ``writer``).
+        settings: resolved settings (``settings.timing`` bounds every wait).
+        writer: the session's writer; ``writer.lease`` fences every commit of this turn.
+        context: the in-memory model context (kept in step by ``writer``).
+        tools: the tools by name.
+        policy: the session's approval policy (an ``always`` answer adds to it).
+        provider: ``async () -> Provider`` (created on first use by the runner).
+        system_prompt: the system prompt of every request.
+        cwd: the session's working directory.
+        worker_id: this process's lease owner id (recorded on running tool calls).
+        interactive: a user can answer questions.
+        usage_totals: ``[input, output]`` tokens of the session so far (updated per step).
+        tool_definitions: cached definitions offered to the model (None: build on first use).
+        on_end: called once the turn's end event is committed.
+    """
+
+    turn_id: str
+    session_id: str
+    journal: Journal
+    settings: Settings
+    writer: SessionWriter
+    context: ContextBuilder
+    tools: dict[str, Tool]
+    policy: ApprovalPolicy
+    provider: Callable[[], Awaitable[Provider]]
+    system_prompt: str
+    cwd: str
+    worker_id: str
+    interactive: bool = True
+    usage_totals: list[int] = field(default_factory=lambda: [0, 0])
+    tool_definitions: list[ToolDefinition] | None = None
+    on_end: Callable[[], None] = lambda: None
+    partial_text: str = ""
+    """Text streamed by the step that was interrupted (kept as the partial assistant message)."""
+    current_stream: Any = None
+    running_calls: dict[str, ToolCallRow] = field(default_factory=dict)
+    tool_output: dict[str, list[str]] = field(default_factory=dict)
+    answers: dict[str, str] = field(default_factory=dict)
+    interrupt_reason: str | None = None
+    """Why this turn was asked to stop (``user``, ``shutdown``, ``lease_lost``), None if not."""
+    outcome: str | None = None
+    """``completed``, ``failed`` or ``cancelled`` once this turn's end event is committed."""
+    scope: anyio.CancelScope | None = None
+    _approval_wake: dict[str, anyio.Event] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ interrupts
+
+    def interrupt(self, reason: str = "user") -> None:
+        """Ask this turn to stop: cancel its scope (provider request, tools) and wake approvals.
+
+        A no-op once the turn's end is committed. Before the turn's scope exists the request is
+        remembered on this turn (and only this turn) and applied when it is entered.
+        """
+        if self.outcome is not None:
+            return
+        if self.interrupt_reason not in ("lease_lost", "handoff"):  # a stop without writes sticks
+            self.interrupt_reason = reason
+        if self.scope is not None:
+            self.scope.cancel()
+        for event in self._approval_wake.values():
+            event.set()
+
+    def enter(self, scope: anyio.CancelScope) -> None:
+        """Bind the turn to the cancel scope it runs in (cancelled at once if already interrupted)."""
+        self.scope = scope
+        if self.interrupt_reason is not None:
+            scope.cancel()
+
+    def _mark_ended(self, outcome: str) -> None:
+        self.outcome = outcome
+        self.on_end()
+
+    # ------------------------------------------------------------------ ports
+
+    async def tools_enabled(self) -> bool:
+        """Whether tools are offered to the model (``--tools``; off by default for the local model)."""
+        if self.settings.tools != "auto":
+            return self.settings.tools == "on"
+        return bool(getattr(await self.provider(), "supports_tools", True))
+
+    async def definitions(self) -> list[ToolDefinition]:
+        """The tool definitions offered to the model (JSON schemas built once, then cached)."""
+        if not await self.tools_enabled():
+            return []
+        if self.tool_definitions is None:
+            self.tool_definitions = [
+                ToolDefinition(t.name, t.description, t.parameters_schema()) for t in self.tools.values()
+            ]
+        return self.tool_definitions
+
+    def tool_context(
+        self, row: ToolCallRow, *, on_process_started: Callable[[int], None] | None = None
+    ) -> ToolContext:
+        """The :class:`ToolContext` for one call (live output → ``tool.output`` events)."""
+        buf = self.tool_output.setdefault(row.tool_call_id, [])
+        turn_id = row.turn_id
+
+        def emit(text: str) -> None:
+            if not text:
+                return
+            if sum(len(s) for s in buf) < MAX_TOOL_OUTPUT_KEPT:
+                buf.append(text)
+            self.writer.delta(
+                "tool.output", {"turn_id": turn_id, "tool_call_id": row.tool_call_id, "text": text}
+            )
+
+        async def ask(question: str) -> str:
+            return self.answers.pop(row.tool_call_id, "")
+
+        return ToolContext(
+            cwd=Path(self.cwd),
+            session_id=self.session_id,
+            tool_call_id=row.tool_call_id,
+            emit_output=emit,
+            timeout_s=self.settings.timing.tool_timeout_s,
+            kill_grace_s=self.settings.timing.tool_kill_grace_s,
+            on_process_started=on_process_started,
+            ask_user=ask,
+            private_dirs=(Path(self.settings.home),),
+            output_limit_chars=self.settings.tool_output_limit_chars,
+            blob_dir=blob_dir_for(transcript_path(self.settings.sessions_dir, self.cwd, self.session_id)),
+            secrets=secret_values(
+                self.settings.home,
+                (self.settings.providers.openai_api_key, self.settings.providers.anthropic_api_key),
+            ),
+        )
+
+    def wake_approval(self, tool_call_id: str) -> None:
+        """Wake the wait for ``tool_call_id``'s decision (an answer was recorded in this process)."""
+        wake = self._approval_wake.get(tool_call_id)
+        if wake is not None:
+            wake.set()
+
+    async def wait_for_approval(self, row: ToolCallRow) -> tuple[str, str | None]:
+        """Wait for the decision on ``row`` (in-process answer, another process's answer, or timeout).
+
+        Returns:
+            ``(decision, note)``; decision ``timeout`` after ``approval_timeout_s``.
+        """
+        timeout = self.settings.timing.approval_timeout_s
+        deadline = None if timeout is None else anyio.current_time() + timeout
+        while True:
+            current = next(
+                (
+                    r
+                    for r in await self.journal.tool_calls(self.session_id, turn_id=row.turn_id)
+                    if r.tool_call_id == row.tool_call_id
+                ),
+                None,
+            )
+            if current is not None and current.approval not in ("pending", "none"):
+                return current.approval, current.approval_note
+            if deadline is not None and anyio.current_time() >= deadline:
+                try:
+                    await self.journal.resolve_approval(
+                        self.session_id, row.tool_call_id, "timeout", note="timed out"
+                    )
+                except AcagentError:
+                    continue
+                return "timeout", "timed out"
+            wake = self._approval_wake.setdefault(row.tool_call_id, anyio.Event())
+            wait_s = 0.5 if deadline is None else max(0.01, min(0.5, deadline - anyio.current_time()))
+            with anyio.move_on_after(wait_s):
+                await wake.wait()
+            if wake.is_set():
+                self._approval_wake.pop(row.tool_call_id, None)
+
+    # ------------------------------------------------------------------ opening and closing the turn
+
+    async def accept(self, text: str, *, title: str | None = None) -> None:
+        """Open the turn with the user's message: ``turn.started`` + ``user.message``, the session's
+        current turn, its cancel flag cleared (a cancel meant for an earlier turn never reaches this
+        one), status ``running`` and the session's ``title`` if given — one transaction."""
+        ops: list[Any] = [
+            SetTurn(self.turn_id),
+            SetCancel(False),
+            SetStatus("running", RESTING, turn_id=self.turn_id),
+        ]
+        if title is not None:
+            ops.append(SetTitle(title))
+        await self.writer.commit(
+            [
+                ("turn.started", make_payload("turn.started", turn_id=self.turn_id)),
+                ("user.message", make_payload("user.message", turn_id=self.turn_id, text=text)),
+            ],
+            ops=ops,
+        )
+
+    async def complete(self, text: str) -> None:
+        """Commit ``turn.completed`` and status ``done``, then checkpoint if the tail grew."""
+        await self.writer.commit(
+            [("turn.completed", make_payload("turn.completed", turn_id=self.turn_id, text=text))],
+            ops=[SetStatus("done", ACTIVE, turn_id=self.turn_id)],
+        )
+        self._mark_ended("completed")
+        await self.maybe_checkpoint()
+
+    async def maybe_checkpoint(self) -> bool:
+        """Write a ``checkpoint`` (full context) when the tail outgrew the last one.
+
+        Policy: checkpoint when the context bytes committed since the last checkpoint exceed
+        ``checkpoint_ratio`` × that checkpoint's size (and 4 KiB). Each checkpoint is then at
+        least (1 + ratio) × the previous one, so their total size is linear in the session
+        length (amortised O(1) per event), and resume reads one checkpoint plus a bounded tail.
+        """
+        row = await self.journal.get_session(self.session_id)
+        if row.tail_bytes <= max(4096, self.settings.checkpoint_ratio * row.checkpoint_bytes):
+            return False
+        messages = [m.model_dump(mode="json") for m in self.context.messages]
+        await self.writer.commit(
+            [("checkpoint", make_payload("checkpoint", upto_seq=self.context.last_seq, messages=messages))]
+        )
+        return True
+
+    async def fail(
+        self,
+        *,
+        error_type: str,
+        message: str,
+        retryable: bool = False,
+        ops: list[Any] | None = None,
+    ) -> None:
+        """Commit ``turn.failed`` and status ``failed``; open tool calls are closed with an error."""
+        events: list[tuple[str, dict[str, Any]]] = []
+        all_ops: list[Any] = list(ops or [])
+        for row in await self.journal.tool_calls(self.session_id, open_only=True):
+            event, op = close_row(
+                row.turn_id, row, ToolResult(f"not run: the turn failed ({message})", status="error")
+            )
+            events.append(event)
+            all_ops.append(op)
+        events.append(
+            (
+                "turn.failed",
+                make_payload(
+                    "turn.failed",
+                    turn_id=self.turn_id,
+                    type_=error_type,
+                    message=message,
+                    retryable=retryable,
+                ),
+            )
+        )
+        all_ops.append(SetStatus("failed", ACTIVE, turn_id=self.turn_id, worker=False))
+        await self.writer.commit(events, ops=all_ops)
+        self._mark_ended("failed")
+
+    async def finish_cancelled(self, reason: str, *, active: bool = True) -> None:
+        """Close the turn after a cancel, in one transaction.
+
+        The partial assistant text (what the user saw) is kept, inflight steps are closed, every
+        open tool call gets its ``interrupted`` result (pending approvals are resolved
+        ``cancelled``), then ``turn.interrupted`` (only when the turn is still ``active``: a turn
+        that already ended keeps its own end event) and status ``cancelled``.
+        """
+        events: list[tuple[str, dict[str, Any]]] = []
+        ops: list[Any] = []
+        stream = self.current_stream
+        partial = stream.partial_text() if stream is not None else self.partial_text
+        self.current_stream, self.partial_text = None, ""
+        msg = partial_message(partial) if active else None
+        if msg is not None:
+            events.append(
+                (
+                    "assistant.message",
+                    make_payload(
+                        "assistant.message",
+                        turn_id=self.turn_id,
+                        text=msg.text,
+                        message=msg.model_dump(mode="json"),
+                        interrupted=True,
+                    ),
+                )
+            )
+        for step in await self.journal.steps(self.session_id):
+            if step.status == "inflight":
+                ops.append(FinishStep(step.request_id, "failed", f"cancelled ({reason})"))
+        for row in await self.journal.tool_calls(self.session_id, open_only=True):
+            closing, extra = self._close_open_call(row, reason)
+            events.extend(closing)
+            ops.extend(extra)
+        if active:
+            events.append(
+                ("turn.interrupted", make_payload("turn.interrupted", turn_id=self.turn_id, reason=reason))
+            )
+        ops.append(
+            SetStatus(
+                "cancelled",
+                tuple(s for s in STATUSES if s != "cancelled"),
+                turn_id=self.turn_id or None,
+                worker=False,
+            )
+        )
+        ops.append(SetCancel(False))
+        await self.writer.commit(events, ops=ops)
+        self._mark_ended("cancelled")
+
+    def _close_open_call(
+        self, row: ToolCallRow, reason: str
+    ) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
+        """Events and ops that close one open call of a cancelled turn."""
+        events: list[tuple[str, dict[str, Any]]] = []
+        ops: list[Any] = []
+        if row.status == "running":
+            partial = "".join(self.tool_output.pop(row.tool_call_id, [])) or "(none)"
+            if len(partial) > 4000:
+                partial = partial[:1000] + "\n[...]\n" + partial[-2000:]
+            text = f"interrupted by user after start; partial output: {partial}"
+            if reason == "shutdown":
+                text = f"interrupted when acagent shut down; it may or may not have taken effect; partial output: {partial}"
+        elif row.status == "waiting_user":
+            text = "not run: the turn was cancelled while waiting for approval"
+            events.append(
+                (
+                    "approval.resolved",
+                    make_payload(
+                        "approval.resolved",
+                        turn_id=row.turn_id,
+                        tool_call_id=row.tool_call_id,
+                        decision="cancelled",
+                        reason="the turn was cancelled",
+                    ),
+                )
+            )
+            ops.append(
+                UpdateToolCall(
+                    row.tool_call_id, "waiting_user", ("waiting_user",), (("approval", "cancelled"),)
+                )
+            )
+        else:
+            text = "not started: the turn was cancelled"
+        event, op = close_row(row.turn_id, row, ToolResult(text, status="interrupted"))
+        events.append(event)
+        ops.append(op)
+        return events, ops
