@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from tests.mockprovider import MockProvider
-from tests.server.conftest import Daemon, daemon_env
+from tests.server.conftest import Daemon, daemon_env, wait_for
 
 SLOW_IMPORT = """
 import importlib.abc, sys, time
@@ -54,8 +54,9 @@ def test_cancel_lands_within_1s_while_a_provider_sdk_loads(tmp_path: Path, mock:
         b = d.create(work)["id"]
         a = d.create(work, model="anthropic:mock")["id"]
         assert d.send(b, "slow 60 never").status_code == 202
-        d.wait_status(b, ("running",))
-        time.sleep(0.5)  # B's provider (openai) is built and its request is in flight
+        marker = "slow 60 never"
+        wait_for(lambda: any(marker in (r.body or b"").decode(errors="replace") for r in mock.requests), 60)
+        time.sleep(0.3)  # B's provider (openai) is built and its request is in flight
 
         posted: list[float] = []
 
