@@ -306,13 +306,20 @@ async def import_transcript(journal: Journal, file: Path, sessions_dir: Path) ->
         tail_bytes=plan.tail_bytes,
         warnings=warnings,
     )
-    await journal.import_session(session, rows)
+    # The clean transcript first: its stat goes into the session row, so the first open trusts the
+    # file (no full scan) exactly as for a session whose writer closed it cleanly.
     dest = transcript_path(sessions_dir, plan.cwd, plan.session_id)
     writer = TranscriptWriter(dest)
     try:
         writer.rewrite(rows, keep_damaged=False)
+        session.transcript_stat = writer.stat_record()
     finally:
         writer.close()
+    try:
+        await journal.import_session(session, rows)
+    except BaseException:
+        dest.unlink(missing_ok=True)  # no transcript without its session
+        raise
     if read.damaged:
         private_file(dest.with_suffix(".jsonl.corrupt")).write_bytes(b"\n".join(read.damaged) + b"\n")
     return ImportResult(session_id=plan.session_id, events=len(rows), warning=plan.warning, path=dest)
