@@ -238,7 +238,40 @@ def run(quick: bool) -> Figure:
     )
     if not passed and not quick:
         fig.profiles.append(("2,000 acagent commits (durability normal)", _profile()))
+    _bytes_per_turn(fig, quick)
     return fig
+
+
+def _bytes_per_turn(fig: Figure, quick: bool) -> None:
+    from benchmarks.fig3_bytes import PEERS, measure_bytes
+
+    rows, data = measure_bytes(quick)
+    fig.table(
+        [
+            "history (turns)",
+            "bytes written per turn",
+            "the turn's own events",
+            "ratio",
+            "journal commits per turn",
+        ],
+        rows,
+        "Bytes written per turn (`benchmarks/fig3_bytes.py`: journal + WAL + WAL checkpoints + transcript + context "
+        "checkpoints, every `write` of the process during the turn, averaged over consecutive turns) against the "
+        "JSONL bytes of the turn's own events (context checkpoints excluded). For scale, issue 12 measured "
+        + ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in PEERS.items())
+        + " per one-shot turn (not measured by this run).",
+    )
+    worst = max(data, key=lambda d: d["written"] / d["events_bytes"])
+    ratio = worst["written"] / worst["events_bytes"]
+    fig.targets.append(
+        Target(
+            "bytes written per turn",
+            "≤ 2.5× the turn's own event bytes at every history length",
+            f"worst {ratio:.2f}× at history {worst['history']} ({worst['written'] / 1024:.1f} KB for "
+            f"{worst['events_bytes'] / 1024:.1f} KB)",
+            ratio <= 2.5,
+        )
+    )
 
 
 def _profile() -> str:
