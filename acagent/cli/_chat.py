@@ -152,6 +152,10 @@ class _Chat:
         """tool_call_id of the approval being asked (its resolution elsewhere closes the prompt)."""
         self.tg: anyio.abc.TaskGroup | None = None
         self.quit_code: int | None = None
+        from acagent.render import StatusLine
+
+        self.status = StatusLine(console, lambda: renderer.column)
+        """The live status line while a turn runs (hidden while a prompt is shown)."""
 
     # ------------------------------------------------------------------ run
 
@@ -164,6 +168,7 @@ class _Chat:
             self.tg = tg
             tg.start_soon(self._watch_sigint)
             tg.start_soon(self._consume)
+            tg.start_soon(self._tick)
             with anyio.move_on_after(30):
                 await self.history_done.wait()
             try:
@@ -255,6 +260,9 @@ class _Chat:
         if self.turn_id != "":  # not a message of ours that Ctrl-C may already have cancelled
             self.cancel_presses = 0
         self.turn_id = turn_id
+        saved = _quiet_input()
+        self.status.start()
+        self.status.draw()
         try:
             pending = self.renderer.pending_approval
             if pending is not None:
@@ -274,6 +282,8 @@ class _Chat:
                         return
         finally:
             self.turn_id = None
+            self.status.stop()
+            _restore_input(saved)
 
     async def _approve(self, payload: dict[str, Any]) -> None:
         from acagent.errors import AcagentError, ApprovalNotFound
@@ -340,6 +350,8 @@ class _Chat:
         import anyio
         from prompt_toolkit.formatted_text import FormattedText
 
+        self.status.clear()
+        self.status.hidden = True
         self.renderer.finish_line()
         session = self.session if history else self.ask_session
         with anyio.CancelScope() as scope:
@@ -348,6 +360,8 @@ class _Chat:
                 return str(await session.prompt_async(FormattedText(message), handle_sigint=False))
             finally:
                 self.prompt_scope, self.prompting = None, False
+                self.status.hidden = False
+                self.status.draw()
         return None
 
     async def _watch_sigint(self) -> None:
@@ -442,19 +456,72 @@ class _Chat:
                 self.renderer.render(event)
                 self.renderer.finish_line()
         else:
+            self.status.clear()
             self.renderer.render(event)
+        self.status.update(event)
+        self.status.draw()
+
+    async def _tick(self) -> None:
+        """Keep the status line's spinner and elapsed time moving (10 times a second)."""
+        import anyio
+
+        while True:
+            await anyio.sleep(0.1)
+            if self.status.active and not self.prompting:
+                self.status.tick()
 
     # ------------------------------------------------------------------ output
 
     def _note(self, text: str) -> None:
         from rich.text import Text
 
+        self.status.clear()
         self.renderer.finish_line()
         self.console.print(Text(text, style="dim"))
+        self.status.draw()
 
     def _error(self, exc: Any) -> None:
         from rich.text import Text
 
+        self.status.clear()
         self.renderer.finish_line()
         code = getattr(exc, "code", "error")
         self.console.print(Text(f"error: {getattr(exc, 'message', str(exc))} [{code}]", style="bold red"))
+        self.status.draw()
+
+
+def _quiet_input() -> Any:
+    """Stop the terminal echoing what is typed during a turn; it stays queued for the next prompt.
+
+    Echo and line editing go off (signals stay on: Ctrl-C still interrupts), so typed text never
+    lands inside the streamed answer, and the bytes wait in the terminal's input queue exactly as
+    typed: the next prompt reads them as keystrokes. Returns the saved attributes (None when
+    stdin is not a terminal).
+    """
+    import termios
+
+    try:
+        saved = termios.tcgetattr(sys.stdin.fileno())
+    except (termios.error, OSError, ValueError):
+        return None
+    quiet = [list(x) if isinstance(x, list) else x for x in saved]
+    quiet[0] &= ~termios.ICRNL
+    quiet[3] &= ~(termios.ECHO | termios.ICANON)
+    quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
+    try:
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, quiet)
+    except (termios.error, OSError):
+        return None
+    return saved
+
+
+def _restore_input(saved: Any) -> None:
+    """Put back what :func:`_quiet_input` saved, keeping the queued input (TCSANOW, no flush)."""
+    if saved is None:
+        return
+    import termios
+
+    try:
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, saved)
+    except (termios.error, OSError):
+        pass

@@ -9,11 +9,13 @@ from acagent.render._approval import approval_lines, approval_text, safe_rich
 from acagent.render._live import EventRenderer
 from acagent.render._safe import SafeText, safe_text, visible
 from acagent.render._sessions import sessions_table, show_session, status_style, summarize_steps
+from acagent.render._status import StatusLine
 from acagent.render._stream import StreamWriter
 
 __all__ = [
     "EventRenderer",
     "SafeText",
+    "StatusLine",
     "StreamWriter",
     "approval_lines",
     "approval_text",

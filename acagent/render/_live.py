@@ -140,6 +140,11 @@ class EventRenderer:
             self._resolved = set()
 
     @property
+    def column(self) -> int:
+        """The cursor's column (cells) after streamed text on a terminal; 0 at a line start."""
+        return self._out.col if self._out.midline else 0
+
+    @property
     def midline(self) -> bool:
         """True while the cursor is after streamed text that has no newline yet."""
         return self._out.midline

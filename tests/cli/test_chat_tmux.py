@@ -361,3 +361,32 @@ def test_approval_shows_hidden_characters_escaped(term: Tmux, mock: MockProvider
     term.wait_chat_prompt()
     term.type("/exit")
     term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
+
+
+def test_status_line_and_type_ahead(term: Tmux, mock: MockProvider) -> None:
+    """Issue 17 (1, 3): a live status line appears within 0.5 s of sending, names the tool being
+    run, and is gone when the turn ends; text typed during the turn is not echoed into the answer
+    and waits at the next prompt."""
+    mock.script(
+        openai_tool_calls([("call_s", "shell", {"command": "sleep 1.5; echo tool-finished"})]),
+        slow_text(["The ", "tool ", "has ", "finished ", "now."], sleep_s=0.3),
+    )
+    term.type(f"acagent chat --yes --model openai:mock --base-url {mock.openai_base_url}")
+    term.wait_chat_prompt()
+    mark = len(term.screen())
+    term.type("run the tool")
+    sent = time.monotonic()
+    term.wait_text("Ctrl-C to interrupt", after=mark, timeout=5)
+    assert time.monotonic() - sent < 0.5 + 0.3  # 0.5 s, plus one tmux capture round
+    screen = term.wait_text("running `shell`", after=mark)
+    assert re.search(r"running `shell` · \d+\.\d s", screen), screen[mark:]
+    term.wait_text("The tool", after=mark)
+    term.type("typed ahead", enter=False)  # mid-answer
+    screen = term.wait_for(lambda s: _last_line(s) == "› typed ahead", what="the queued text at the prompt")
+    answer = screen[mark : screen.rindex("✓ done")]  # the turn's output, before the next prompt
+    assert "The tool has finished now." in answer
+    assert "typed ahead" not in answer
+    assert "Ctrl-C to interrupt" not in answer  # the status line is gone
+    term.keys("C-u")
+    term.type("/exit")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
