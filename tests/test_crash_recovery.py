@@ -258,3 +258,25 @@ def test_any_cli_start_reaps_orphaned_tool_processes(cli: Any, mock: MockProvide
     status = _journal(cli.home).execute("SELECT status FROM session ORDER BY created_at LIMIT 1").fetchone()[0]
     assert status == "waiting_tool"  # still resumable with `run --resume`
 
+
+def test_resume_after_an_empty_reply_committed_before_turn_completed_ends_f50(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
+    """An empty model reply, then SIGKILL between the step commit and ``turn.completed``: resume
+    finds the step done with nothing added to the context and completes the turn (before: the
+    "step already done" branch reported progress and the resume looped forever)."""
+    mock.default = lambda body: openai_text("")
+    base = mock.openai_base_url
+    first = cli("run", "--yes", "--model", "openai:mock", "--base-url", base, "say nothing",
+                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": "after_step_commit"})
+    assert first.returncode == -signal.SIGKILL, (first.returncode, first.stderr)
+    db = _journal(cli.home)
+    sid = db.execute("SELECT id FROM session").fetchone()[0]
+    second = cli("run", "--resume", sid, "--yes", "--model", "openai:mock", "--base-url", base, cwd=workspace,
+                 timeout=45)
+    assert second.returncode == 0, second.stderr
+    status = db.execute("SELECT status FROM session WHERE id = ?", (sid,)).fetchone()[0]
+    assert status == "done"
+    assert len(mock.requests) == 1  # the committed step is not asked again
+    types = [t for _, t, _ in _check_seqs(db, sid)]
+    assert types.count("turn.completed") == 1

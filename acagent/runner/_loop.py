@@ -12,7 +12,8 @@ left behind:
    before the provider is called (invariant 2), and one transaction commits the assistant message,
    the tool-call intents, ``step.finished`` and the status change.
 
-Recovery rules per step attempt: done with the same context digest → no-op (no re-wake);
+Recovery rules per step attempt: done with the same context digest → its reply was empty (a
+non-empty one would have moved the context on), so the turn completes without a re-wake;
 inflight (its process died) → retry with attempt+1 and an ``llm.retry`` event; attempts are
 bounded by ``step_max_attempts``.
 """
@@ -91,8 +92,11 @@ class AgenticLoop:
         if attempts:
             prev = attempts[-1]
             if prev.status == "done":
-                log.info("step %s already done; early wake is a no-op", step_id)
-                return True
+                # Done for this very context: had the reply added anything (text, tool calls),
+                # the context (and so the step id) would have moved on. It was empty; say so, or
+                # the turn would ask for the same finished step forever (F50).
+                log.info("step %s already done with an empty reply", step_id)
+                return False
             attempt = prev.attempt + 1
             if prev.status == "inflight":
                 # Its process died mid-call: the retry is counted and visible.

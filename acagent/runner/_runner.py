@@ -327,19 +327,23 @@ class InProcessRunner(SessionPorts):
         if held and not pid_is_dead(row.lease_host, row.lease_pid):
             await self.journal.set_cancel(self.session_id, True)
             return
-        # Idle, or orphaned by a dead process: take the lease and close it ourselves.
-        lease = await self.journal.acquire_lease(
-            self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
-        )
-        self.writer.lease = lease
+        if self.turn is not None or self.state is not RunnerState.IDLE:  # a message won the race
+            self.interrupt(reason)
+            return
+        # Idle, or orphaned by a dead process: take the lease and close it ourselves, as a turn of
+        # its own in the state machine (a message arriving meanwhile gets session_busy).
+        self.state = RunnerState.ACCEPTING
+        self._turn_done = anyio.Event()
         try:
+            self.writer.lease = await self.journal.acquire_lease(
+                self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
+            )
             await self.load()
-            turn = self._new_turn(self.row.turn_id or "")
+            self.turn = self._new_turn(self.row.turn_id or "")
             # A turn that already ended keeps its own end event: no turn.interrupted after it.
-            await turn.finish_cancelled(reason, active=self.row.status in ACTIVE)
+            await self.turn.finish_cancelled(reason, active=self.row.status in ACTIVE)
         finally:
-            await self.journal.release_lease(self.session_id, lease)
-            self.writer.lease = None
+            await self._release()
 
     async def stop(self) -> None:
         """Interrupt the running turn with reason ``shutdown`` and wait for it to end."""
