@@ -21,6 +21,8 @@
     └── ProviderError                 the model provider failed                             code="provider_error"
         ├── ProviderHTTPError         a non-2xx answer (status_code, body, headers)
         ├── ProviderConnectionError   the endpoint could not be reached / the stream broke
+        │   └── StreamTruncated       the stream ended or broke before its terminal information
+        ├── ContextOverflow           the provider refused the request as longer than its context window
         └── UnexpectedModelBehavior   the stream was malformed or ended without its terminal marker
 
 Every error carries a stable ``code`` that the daemon puts in its error envelope
@@ -38,6 +40,7 @@ __all__ = [
     "BudgetExceeded",
     "ConcurrencyCap",
     "ConfigError",
+    "ContextOverflow",
     "CursorAhead",
     "DaemonLimit",
     "InvalidTransition",
@@ -48,6 +51,7 @@ __all__ = [
     "SessionBusy",
     "SessionNotFound",
     "StaleLease",
+    "StreamTruncated",
     "SubscriberEvicted",
     "TooManyAttachers",
     "TranscriptError",
@@ -193,6 +197,50 @@ class ProviderConnectionError(ProviderError):
 
     retryable = True
     error_type = "connection_error"
+
+
+class StreamTruncated(ProviderConnectionError):
+    """Raised when a stream ends or breaks before its terminal information arrived (F22).
+
+    Terminal information is the finish reason (OpenAI ``finish_reason``, Anthropic
+    ``stop_reason``) together with the final usage. A stream cut before it is retried by the loop
+    with an identical request body; its ``llm.retry`` event has ``reason: "stream_truncated"``.
+    A stream that delivered it is complete even if the connection then breaks (no retry).
+
+    Attributes:
+        received_bytes: body bytes received before the cut.
+    """
+
+    retryable = True
+    error_type = "stream_truncated"
+
+    def __init__(self, message: str, *, received_bytes: int = 0) -> None:
+        super().__init__(message, detail={"type": self.error_type, "received_bytes": received_bytes})
+        self.received_bytes = received_bytes
+
+
+class ContextOverflow(ProviderError):
+    """Raised when the provider refuses a request as longer than the model's context window (F29).
+
+    OpenAI answers 400 with ``error.code == "context_length_exceeded"``; Anthropic answers 400
+    ``invalid_request_error`` with a message starting ``prompt is too long``. Never retried as
+    is (``retryable`` False): the same request would be refused again; the caller must shrink
+    the context first (compaction).
+
+    Attributes:
+        http_status: the HTTP status (400, or 413 for a body the server refused by size).
+        body: the decoded error body.
+    """
+
+    code = "context_overflow"
+    status_code = 400
+    retryable = False
+    error_type = "context_overflow"
+
+    def __init__(self, message: str, *, http_status: int | None = 400, body: Any = None) -> None:
+        super().__init__(message, detail={"status_code": http_status, "type": self.error_type})
+        self.http_status = http_status
+        self.body = body
 
 
 class UnexpectedModelBehavior(ProviderError):

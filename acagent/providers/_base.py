@@ -14,16 +14,13 @@ attempt and publishes ``llm.retry``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
-import anyio
-
-from acagent.errors import ProviderConnectionError, ProviderHTTPError, UnexpectedModelBehavior
-from acagent.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
+from acagent.errors import ContextOverflow, ProviderError, ProviderHTTPError
+from acagent.messages import Message, Part
 
 __all__ = [
     "ModelRequest",
@@ -40,6 +37,7 @@ __all__ = [
     "Usage",
     "UsageUpdate",
     "http_status_error",
+    "is_context_overflow",
     "is_retryable_status",
     "next_chunk",
     "parse_tool_arguments",
@@ -147,120 +145,6 @@ class Response:
         return Message(role="assistant", parts=list(self.parts))
 
 
-@dataclass
-class _Slot:
-    kind: Literal["text", "reasoning", "tool_call"]
-    text: list[str] = field(default_factory=list)
-    tool_call_id: str = ""
-    name: str = ""
-    metadata: dict[str, Any] | None = None
-
-
-class PartsBuilder:
-    """Assembles streamed fragments into parts, keyed by the wire ``index``.
-
-    Fragments are routed by index only. Tool-call argument text is joined and parsed once,
-    in :meth:`build` (after the terminal marker), never per fragment. Feeding the builder an
-    event returns the same event, so providers can ``yield builder.feed(ev)``.
-    """
-
-    def __init__(self) -> None:
-        self._slots: dict[int, _Slot] = {}
-        self._order: list[int] = []
-        self.usage = Usage()
-
-    def _slot(self, index: int, kind: Literal["text", "reasoning", "tool_call"]) -> _Slot:
-        slot = self._slots.get(index)
-        if slot is None:
-            slot = _Slot(kind=kind)
-            self._slots[index] = slot
-            self._order.append(index)
-        return slot
-
-    def feed(self, event: StreamEvent) -> StreamEvent:
-        """Record one stream event and return it."""
-        if isinstance(event, TextDelta):
-            self._slot(event.index, "text").text.append(event.text)
-        elif isinstance(event, ReasoningDelta):
-            self._slot(event.index, "reasoning").text.append(event.text)
-        elif isinstance(event, ToolCallStart):
-            slot = self._slot(event.index, "tool_call")
-            slot.tool_call_id, slot.name = event.tool_call_id, event.name
-        elif isinstance(event, ToolCallArgsDelta):
-            self._slot(event.index, "tool_call").text.append(event.args_text)
-        elif isinstance(event, UsageUpdate):
-            if event.input_tokens is not None:
-                self.usage.input_tokens = event.input_tokens
-            if event.output_tokens is not None:
-                self.usage.output_tokens = event.output_tokens
-        return event
-
-    def set_metadata(
-        self,
-        index: int,
-        metadata: dict[str, Any],
-        kind: Literal["text", "reasoning", "tool_call"] | None = None,
-    ) -> None:
-        """Attach provider metadata (e.g. a thinking signature) to the part at ``index``.
-
-        Args:
-            index: part index.
-            metadata: merged into the part's ``provider_metadata``.
-            kind: when given, the part is created if it does not exist yet (a thinking block
-                whose signature arrives before, or without, any text).
-        """
-        slot = self._slots.get(index)
-        if slot is None and kind is not None:
-            slot = self._slot(index, kind)
-        if slot is not None:
-            slot.metadata = {**(slot.metadata or {}), **metadata}
-
-    def partial_text(self) -> str:
-        """All text streamed so far, in part order (what the user saw)."""
-        return "".join("".join(self._slots[i].text) for i in self._order if self._slots[i].kind == "text")
-
-    def build(self) -> list[Part]:
-        """The finished parts, in index order; empty text parts are dropped."""
-        parts: list[Part] = []
-        for i in self._order:
-            slot = self._slots[i]
-            text = "".join(slot.text)
-            if slot.kind == "text":
-                if text:
-                    parts.append(TextPart(text=text))
-            elif slot.kind == "reasoning":
-                if text or slot.metadata:
-                    parts.append(ReasoningPart(text=text, provider_metadata=slot.metadata))
-            else:
-                if not slot.name:
-                    raise UnexpectedModelBehavior(f"tool call at index {i} has no name", body=text)
-                args, error = parse_tool_arguments(text)
-                parts.append(
-                    ToolCallPart(
-                        tool_call_id=slot.tool_call_id, name=slot.name, arguments=args, arguments_error=error
-                    )
-                )
-        return parts
-
-
-def parse_tool_arguments(text: str | None) -> tuple[dict[str, Any], str | None]:
-    """Parse streamed tool-call argument text.
-
-    Returns:
-        ``(arguments, error)``: empty/null/whitespace text is ``({}, None)``; a JSON object is
-        ``(obj, None)``; anything else is ``({}, "<reason>")`` and the call must not run.
-    """
-    if text is None or not text.strip():
-        return {}, None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return {}, f"invalid JSON arguments ({exc.msg} at char {exc.pos}): {text[:200]!r}"
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
-
-
 class StreamedResponse(Protocol):
     """A reply being streamed: iterate for events, then :meth:`get` the :class:`Response`."""
 
@@ -319,6 +203,35 @@ RETRYABLE_ERROR_TYPES = frozenset(
 retry may cure."""
 
 
+_OVERFLOW_MESSAGES = (
+    "prompt is too long",  # Anthropic invalid_request_error
+    "maximum context length",  # OpenAI and vLLM wording
+    "context length exceeded",
+    "context_length_exceeded",
+    "exceeds the context window",
+    "too many tokens",
+)
+
+
+def is_context_overflow(
+    status_code: int | None, *, error_type: str | None, error_code: str | None, message: str | None
+) -> bool:
+    """True when a refusal means "the request is longer than the context window" (F29).
+
+    OpenAI: ``error.code == "context_length_exceeded"`` (HTTP 400); Anthropic: HTTP 400
+    ``invalid_request_error`` whose message starts ``prompt is too long``, or 413
+    ``request_too_large``; compatible servers: the same wordings in the message of a 400.
+    """
+    if error_code == "context_length_exceeded" or error_type == "context_length_exceeded":
+        return True
+    if status_code == 413 or error_type == "request_too_large":
+        return True
+    if status_code != 400 or not message:
+        return False
+    lowered = message.lower()
+    return any(m in lowered for m in _OVERFLOW_MESSAGES)
+
+
 def is_retryable_status(status_code: int) -> bool:
     """True for 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded" included)."""
     return status_code in (408, 409, 429) or status_code >= 500
@@ -345,8 +258,9 @@ def http_status_error(
     error_type: str | None,
     api_message: str | None,
     key_env: str | None,
-) -> ProviderHTTPError:
-    """Build the :class:`ProviderHTTPError` for a non-2xx answer.
+    error_code: str | None = None,
+) -> ProviderError:
+    """Build the error for a non-2xx answer.
 
     Args:
         provider: provider id, quoted in the message.
@@ -356,12 +270,22 @@ def http_status_error(
         error_type: the API's error type (``overloaded_error``, ``invalid_request_error``...).
         api_message: the API's human message.
         key_env: env var holding the key (named in the 401/403 message), None if keyless.
+        error_code: the API's error code (OpenAI ``error.code``), when it has one.
 
     Returns:
-        The error; retryable for 408/409/429/5xx/529 and overloaded errors, never for 401/403.
+        :class:`~acagent.errors.ContextOverflow` when :func:`is_context_overflow` says so (never
+        retried); else a :class:`ProviderHTTPError`, retryable for 408/409/429/5xx/529 and
+        overloaded errors, never for 401/403.
     """
     detail = api_message or str(body)[:500]
     etype = error_type or f"http_{status_code}"
+    if is_context_overflow(status_code, error_type=error_type, error_code=error_code, message=api_message):
+        return ContextOverflow(
+            f"{provider!r} refused the request: it is longer than the model's context window "
+            f"(HTTP {status_code}: {detail})",
+            http_status=status_code,
+            body=body,
+        )
     if status_code in (401, 403):
         fix = f"set {key_env} to a valid key" if key_env else "check the server's credentials"
         return ProviderHTTPError(
@@ -401,37 +325,6 @@ def stream_error(
     )
 
 
-_T = TypeVar("_T")
-
-
-async def next_chunk(
-    iterator: AsyncIterator[_T], *, provider: str, idle_timeout_s: float, deadline: float
-) -> _T | None:
-    """Await the next stream item under the idle timeout and the call's overall deadline.
-
-    Args:
-        iterator: the SDK's event iterator.
-        provider: provider id, quoted in messages.
-        idle_timeout_s: maximum silence before this item, in seconds.
-        deadline: absolute ``anyio.current_time()`` by which the whole call must end.
-
-    Returns:
-        The item, or None when the iterator is exhausted.
-
-    Raises:
-        ProviderConnectionError: no item within ``idle_timeout_s`` or past ``deadline``
-            (retryable).
-    """
-    remaining = deadline - anyio.current_time()
-    timeout = min(idle_timeout_s, remaining)
-    try:
-        with anyio.fail_after(max(timeout, 0.0)):
-            return await iterator.__anext__()
-    except StopAsyncIteration:
-        return None
-    except TimeoutError as exc:
-        if remaining <= idle_timeout_s:
-            raise ProviderConnectionError(f"{provider!r} call exceeded its overall timeout") from exc
-        raise ProviderConnectionError(
-            f"{provider!r} sent nothing for {idle_timeout_s:g} s (idle timeout); the stream stalled"
-        ) from exc
+# Re-exported for the adapters and acagent.testing (defined in their own modules).
+from acagent.providers._parts import PartsBuilder, parse_tool_arguments  # noqa: E402
+from acagent.providers._stream import next_chunk  # noqa: E402

@@ -272,7 +272,7 @@ class EventRenderer:
             self.finish_line()
             self.console.print(head, highlight=False, no_wrap=True, overflow="ellipsis", crop=True)
         if p.get("arguments_error"):
-            self._line(f"  invalid arguments: {p['arguments_error']}", "red")
+            self._line(f"  not run: {p['arguments_error']}", "red")
 
     def _on_tool_output(self, p: dict[str, Any]) -> None:
         state = self._tools.setdefault(str(p.get("tool_call_id")), _ToolState("?"))

@@ -31,6 +31,7 @@ from acagent.errors import ProviderError
 from acagent.events import make_payload
 from acagent.messages import Message, ToolCallPart
 from acagent.providers._base import ModelRequest, TextDelta
+from acagent.providers._parts import OUTPUT_LIMIT_ERROR
 from acagent.runner._tools import ToolExecutor
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
@@ -299,7 +300,10 @@ class AgenticLoop:
             )
         )
         ops.append(AddUsage(usage.input_tokens, usage.output_tokens))
-        if response.finish_reason == "length" and not calls:
+        # F23: a call cut by the output limit carries OUTPUT_LIMIT_ERROR and is never run.
+        cut = [c.name for c in calls if c.arguments_error == OUTPUT_LIMIT_ERROR]
+        if response.finish_reason == "length" and (cut or not calls):
+            where = f" in the middle of the arguments of tool call {cut[0]!r}, which was not run" if cut else ""
             events.append(
                 (
                     "error",
@@ -307,7 +311,7 @@ class AgenticLoop:
                         "error",
                         turn_id=turn_id,
                         code="max_tokens",
-                        message="the reply was cut off at the model's output limit",
+                        message=f"the reply was cut off at the model's output limit{where}",
                     ),
                 )
             )

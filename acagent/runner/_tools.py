@@ -63,9 +63,8 @@ class ToolExecutor:
             if tool is None:
                 error = f"unknown tool {row.name!r}; available: {', '.join(sorted(turn.tools))}"
             elif row.arguments_error:
-                error = (
-                    f"the tool call's arguments were not valid JSON, so it was not run: {row.arguments_error}"
-                )
+                # The reason names itself ("invalid JSON arguments ...", or the output limit: F23).
+                error = f"the tool call was not run: {row.arguments_error}"
             else:
                 args, error = validate_arguments(tool, tool_call_arguments(row))
             if error is not None or tool is None:

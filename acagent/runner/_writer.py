@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from acagent._text import clean_value
 from acagent.bus import RunnerEventBus
 from acagent.events import Event
 from acagent.runner._context import ContextBuilder
@@ -104,10 +105,15 @@ class SessionWriter:
     async def _commit(
         self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op], unfenced: str | None
     ) -> list[Event]:
+        # F25: the one rule for text that cannot travel (lone surrogates, NUL), applied here,
+        # where every event of a running session becomes durable (acagent/_text.py).
+        events = [(t, clean_value(p)) for t, p in events]
+        ops = [clean_value(op) for op in ops]
         async with self._lock:
             if self.lease is None and unfenced is None:
                 raise RuntimeError(f"session {self.session_id}: a fenced commit without a lease (a bug)")
             pending, self._pending = self._pending, []
+            pending = [(t, clean_value(p)) for t, p in pending]
             # Shielded: a cancel arriving mid-commit must not leave a committed event unpublished
             # (subscribers would see a gap); the commit is bounded by the busy timeout.
             with anyio.CancelScope(shield=True):

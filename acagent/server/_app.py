@@ -92,7 +92,9 @@ class PostMessage(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: Text = Field(min_length=1, max_length=1_000_000)
+    text: str = Field(min_length=1, max_length=1_000_000)
+    """Any text: NUL and lone surrogates are accepted and mapped by the one rule of
+    ``acagent/_text.py`` when the message is journaled (F25), never refused with 422."""
     auto_approve: bool = False
     """Run this turn's tools without asking (``acagent run --yes`` through the daemon)."""
 
@@ -103,7 +105,7 @@ class ApprovalAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["allow", "deny", "always"]
-    answer: Text | None = Field(None, max_length=100_000)
+    answer: str | None = Field(None, max_length=100_000)
     """The answer text for an ``ask_user`` question (its decision is then recorded as ``answered``)."""
 
 

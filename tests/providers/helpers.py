@@ -148,3 +148,24 @@ def f12_chunkings(stream: bytes) -> dict[str, list[bytes]]:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- F21 quirky streams
+
+
+def quirky(stream: bytes, eol: bytes = b"\n") -> bytes:
+    """``stream`` rewritten with every WHATWG-valid quirk the SDKs mishandle (F21).
+
+    A BOM; a comment, a ``retry:``-only block and an ``id:``-only block before the first event;
+    ``data:`` without its space; an ``id:`` line inside events; a keep-alive comment block and
+    an ``id:``-only block between events; unknown fields; ``eol`` (LF, CR or CRLF) as line end.
+    """
+    events = [e for e in stream.split(b"\n\n") if e]
+    out: list[list[bytes]] = [[b": welcome"], [b"retry: 3000"], [b"id: 0"]]
+    for n, event in enumerate(events):
+        lines = [line.replace(b"data: ", b"data:", 1) for line in event.split(b"\n")]
+        out.append([*lines, f"id: {n + 1}".encode(), b"x-unknown-field: 1"])
+        out.append([b": keep-alive"])
+        out.append([f"id: {n + 1}".encode()])
+    body = (eol + eol).join(eol.join(lines) for lines in out) + eol + eol
+    return b"\xef\xbb\xbf" + body

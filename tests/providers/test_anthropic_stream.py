@@ -15,6 +15,7 @@ from acagent.errors import (
     ProviderConnectionError,
     ProviderError,
     ProviderHTTPError,
+    StreamTruncated,
     UnexpectedModelBehavior,
 )
 from acagent.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
@@ -275,11 +276,11 @@ class TestErrors:
     async def test_cut_without_message_stop(
         self, mock: MockProvider, anthropic_provider: AnthropicProvider, cases: Path
     ) -> None:
-        """F02 (d) bytes, then a clean close: no message_stop → UnexpectedModelBehavior."""
+        """F02 (d) bytes, then a clean close: no stop_reason/message_stop → StreamTruncated."""
         body = (cases / "F02-pause-d.anthropic.sse").read_bytes()
         mock.script(Script(chunks=[body], cut_after_bytes=len(body), cut_mode="fin"))
         async with anthropic_provider.request_stream(make_request()) as stream:
-            with pytest.raises(UnexpectedModelBehavior, match="message_stop") as info:
+            with pytest.raises(StreamTruncated, match="truncated") as info:
                 async for _ in stream:
                     pass
             assert stream.partial_text() == "Checking."

@@ -16,6 +16,7 @@ from acagent.errors import (
     ProviderConnectionError,
     ProviderError,
     ProviderHTTPError,
+    StreamTruncated,
     UnexpectedModelBehavior,
 )
 from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -289,14 +290,14 @@ class TestSplitUtf8:
 class TestErrors:
     """HTTP, connection and stream-shape failures map to acagent errors."""
 
-    async def test_cut_without_finish_reason_is_unexpected_model_behavior(
+    async def test_cut_without_finish_reason_is_stream_truncated(
         self, mock: MockProvider, openai_provider: OpenAIProvider
     ) -> None:
         body = openai_text("Hello there")
         cut = body.index(b"data: ", 10)  # after the text chunk, before the finish chunk
         mock.script(Script(chunks=[body[:cut], body[cut:]], cut_after_bytes=cut, cut_mode="fin"))
         async with openai_provider.request_stream(make_request()) as stream:
-            with pytest.raises(UnexpectedModelBehavior, match="finish_reason") as info:
+            with pytest.raises(StreamTruncated, match=r"truncated.*finish reason") as info:
                 async for _ in stream:
                     pass
             assert stream.partial_text() == "Hello there"
@@ -511,7 +512,7 @@ class TestFactories:
     def test_official_endpoint_uses_max_completion_tokens(self, tmp_path: Path) -> None:
         provider = create_provider("openai:gpt-4o-mini", self._settings(tmp_path, openai_api_key="sk-x"))
         assert isinstance(provider, OpenAIProvider)
-        kwargs = provider._request_kwargs(make_request())
+        kwargs = provider._request_head(make_request())
         assert kwargs["max_completion_tokens"] == 1024
         assert "max_tokens" not in kwargs
 

@@ -93,13 +93,42 @@ class TestResolveModelId:
 
 
 def test_importing_providers_does_not_import_the_sdks() -> None:
+    """F28: importing the package, the adapter classes, and building a provider for a model id
+    (what `acagent run --model openai:NAME` does to check it) import no SDK and no httpx2; the SDK
+    is imported on the first request, in a worker thread."""
     code = (
         "import sys, acagent.providers as p\n"
+        "from acagent.settings import Settings, ProviderSettings\n"
         "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules, 'SDK imported eagerly'\n"
-        "p.OpenAIProvider\n"
-        "assert 'openai' in sys.modules and 'anthropic' not in sys.modules\n"
+        "p.OpenAIProvider, p.AnthropicProvider\n"
+        "s = Settings(home='/nonexistent', providers=ProviderSettings(openai_api_key='k', anthropic_api_key='k'))\n"
+        "p.create_provider('openai:gpt-4o-mini', s); p.create_provider('anthropic:claude-x', s)\n"
+        "p.create_provider('ollama:llama3.2', s)\n"
+        "bad = [m for m in ('openai', 'anthropic', 'httpx2') if m in sys.modules]\n"
+        "assert not bad, f'imported just to check a model id: {bad}'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.anyio
+async def test_first_request_imports_the_sdk_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """F28: the SDK import runs in a worker thread, never on the event loop's thread."""
+    import threading
+
+    from acagent.providers import _openai, _sdk
+
+    threads: list[str] = []
+    real = _sdk.load_sdk
+
+    def spy(name: str) -> object:
+        threads.append(threading.current_thread().name)
+        return real(name)
+
+    monkeypatch.setattr(_sdk, "load_sdk", spy)
+    provider = _openai.OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    await provider._get_client()
+    await provider.aclose()
+    assert threads and threads[0] != threading.main_thread().name
 
 
 def test_all_names_exist() -> None:

@@ -1,0 +1,200 @@
+"""Streaming scaffolding shared by the SDK-backed adapters (OpenAI, Anthropic).
+
+:class:`BaseStreamedResponse` owns what every wire API has in common (pydantic-ai's
+``StreamedResponse`` plays this role there): reading the SDK's iterator under the call's
+deadline, translating SDK errors, feeding the shared :class:`~acagent.providers.PartsBuilder`,
+deciding whether the stream is complete, and building the final
+:class:`~acagent.providers.Response`. An adapter implements :meth:`~BaseStreamedResponse._on_item`
+(one SDK item → stream events), :meth:`~BaseStreamedResponse._map_errors` and the two questions
+about its end markers.
+
+Completion policy (F22):
+
+* a stream is **complete** once it delivered its terminal information — the finish reason
+  together with the final usage (OpenAI: ``finish_reason`` and the usage chunk, or the
+  ``[DONE]`` marker; Anthropic: ``message_delta`` with ``stop_reason`` and usage, or
+  ``message_stop``). A connection that breaks after that point (inside ``[DONE]`` or
+  ``message_stop``) changes nothing: the reply is returned, no retry, no second payment;
+* a stream that ends or breaks **before** that point raises
+  :class:`~acagent.errors.StreamTruncated` (retryable): the loop retries the step with the same
+  request body and journals ``llm.retry`` with ``reason: "stream_truncated"``;
+* silence on the wire longer than the idle timeout (keep-alive comments count as activity, see
+  :mod:`acagent.providers._sse`) raises :class:`~acagent.errors.ProviderConnectionError`
+  (a stall), unless the terminal information had already arrived.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+import anyio
+
+from acagent.errors import ProviderConnectionError, StreamTruncated
+from acagent.providers._base import Response, StreamEvent
+from acagent.providers._parts import PartsBuilder
+from acagent.providers._sse import WireActivity, WireStall
+
+__all__ = ["BaseStreamedResponse", "next_chunk"]
+
+log = logging.getLogger("acagent.providers")
+
+_T = TypeVar("_T")
+
+
+async def next_chunk(
+    iterator: AsyncIterator[_T],
+    *,
+    provider: str,
+    idle_timeout_s: float,
+    deadline: float,
+    activity: WireActivity | None = None,
+) -> _T | None:
+    """Await the next stream item under the call's overall deadline.
+
+    Args:
+        iterator: the SDK's event iterator.
+        provider: provider id, quoted in messages.
+        idle_timeout_s: maximum silence before this item, in seconds — enforced here only when
+            ``activity`` is None; with a normalised body the byte reader enforces it, so
+            keep-alives reset it.
+        deadline: absolute ``anyio.current_time()`` by which the whole call must end.
+        activity: the response's :class:`WireActivity`, when its body is normalised.
+
+    Returns:
+        The item, or None when the iterator is exhausted.
+
+    Raises:
+        ProviderConnectionError: past ``deadline``, or no item within ``idle_timeout_s``
+            (retryable).
+    """
+    remaining = deadline - anyio.current_time()
+    timeout = remaining if activity is not None else min(idle_timeout_s, remaining)
+    try:
+        with anyio.fail_after(max(timeout, 0.0)):
+            return await iterator.__anext__()
+    except StopAsyncIteration:
+        return None
+    except WireStall as exc:
+        raise ProviderConnectionError(f"{provider!r} {exc}") from exc
+    except TimeoutError as exc:
+        if remaining <= idle_timeout_s or activity is not None:
+            raise ProviderConnectionError(f"{provider!r} call exceeded its overall timeout") from exc
+        raise ProviderConnectionError(
+            f"{provider!r} sent nothing for {idle_timeout_s:g} s (idle timeout); the stream stalled"
+        ) from exc
+
+
+class BaseStreamedResponse(ABC):
+    """A reply being streamed through an SDK iterator (implements ``StreamedResponse``).
+
+    Args:
+        stream: the SDK's async stream (``openai.AsyncStream`` / ``anthropic.AsyncStream``).
+        provider: provider id, quoted in messages.
+        base_url: endpoint, quoted in messages.
+        idle_timeout_s: maximum silence on the wire, in seconds.
+        deadline: absolute ``anyio.current_time()`` by which the call must end.
+    """
+
+    def __init__(
+        self, stream: Any, *, provider: str, base_url: str, idle_timeout_s: float, deadline: float
+    ) -> None:
+        self._stream = stream
+        self._provider, self._base_url = provider, base_url
+        self._idle_timeout_s, self._deadline = idle_timeout_s, deadline
+        response = getattr(stream, "response", None)
+        extensions = getattr(response, "extensions", None) or {}
+        self._activity: WireActivity | None = extensions.get("acagent.activity")
+        self._builder = PartsBuilder()
+        self._finish_reason: str | None = None
+        """Normalised finish reason (``stop``, ``tool_calls``, ``length``, or the API's own)."""
+        self._response_id: str | None = None
+        self._response: Response | None = None
+
+    # -- what an adapter provides ----------------------------------------------
+    @abstractmethod
+    def _map_errors(self) -> AbstractContextManager[None]:
+        """Context manager translating the SDK's exceptions into :mod:`acagent.errors`."""
+
+    @abstractmethod
+    def _on_item(self, item: Any) -> Iterator[StreamEvent]:
+        """Map one SDK stream item to stream events (and record end markers)."""
+
+    @abstractmethod
+    def _terminal(self) -> bool:
+        """True once the finish reason and the final usage arrived (see module docstring)."""
+
+    def _ended(self) -> bool:
+        """True once the explicit end marker arrived (reading stops)."""
+        return False
+
+    def _check_complete(self) -> None:  # noqa: B027 - optional hook
+        """Raise if a terminal stream is still unusable (e.g. nameless tool calls)."""
+
+    # -- shared scaffolding ------------------------------------------------------
+    @property
+    def received_bytes(self) -> int:
+        """Body bytes received so far (0 when the body is not normalised)."""
+        return self._activity.bytes if self._activity is not None else 0
+
+    async def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        """Yield events until the end marker / end of stream, then build the response.
+
+        Raises:
+            ProviderError: HTTP or in-band error; :class:`~acagent.errors.StreamTruncated`
+                when the stream ended or broke before its terminal information; a stall.
+        """
+        try:
+            while not self._ended():
+                with self._map_errors():
+                    item = await next_chunk(
+                        self._stream,
+                        provider=self._provider,
+                        idle_timeout_s=self._idle_timeout_s,
+                        deadline=self._deadline,
+                        activity=self._activity,
+                    )
+                if item is None:
+                    break
+                for event in self._on_item(item):
+                    yield self._builder.feed(event)
+        except ProviderConnectionError as exc:
+            if not self._terminal():
+                if isinstance(exc.__cause__, WireStall) or isinstance(exc, StreamTruncated):
+                    raise
+                raise StreamTruncated(
+                    f"{self._provider!r} stream was truncated: the connection broke after "
+                    f"{self.received_bytes} bytes, before the reply's finish reason ({exc.message})",
+                    received_bytes=self.received_bytes,
+                ) from exc
+            log.info("%s: stream broke after its terminal information; the reply is complete", self._provider)
+        if not self._terminal():
+            raise StreamTruncated(
+                f"{self._provider!r} stream was truncated: it ended after {self.received_bytes} bytes, "
+                "before the reply's finish reason and final usage",
+                received_bytes=self.received_bytes,
+            )
+        self._check_complete()
+        self._response = Response(
+            parts=self._builder.build(self._finish_reason),
+            usage=self._builder.usage,
+            finish_reason=self._finish_reason or "stop",
+            provider_response_id=self._response_id,
+        )
+
+    def get(self) -> Response:
+        """The complete reply.
+
+        Raises:
+            RuntimeError: the stream was not read to its end.
+        """
+        if self._response is None:
+            raise RuntimeError("get() called before the stream finished")
+        return self._response
+
+    def partial_text(self) -> str:
+        """Text streamed so far, in part order."""
+        return self._builder.partial_text()
