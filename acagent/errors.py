@@ -220,7 +220,7 @@ class StreamTruncated(ProviderConnectionError):
 
 
 class ContextOverflow(ProviderError):
-    """Raised when the provider refuses a request as longer than the model's context window (F29).
+    """Raised when the provider refuses a request as longer than the model's context window (F28).
 
     OpenAI answers 400 with ``error.code == "context_length_exceeded"``; Anthropic answers 400
     ``invalid_request_error`` with a message starting ``prompt is too long``. Never retried as

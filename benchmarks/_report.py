@@ -27,6 +27,7 @@ FIGURES = [
     (5, "fig5_concurrency"),
     (6, "fig6_cli"),
     (7, "fig7_daemon"),
+    (8, "fig8_providers"),
 ]
 
 

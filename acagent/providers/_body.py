@@ -1,4 +1,4 @@
-"""Request bodies encoded incrementally (F27: CPU per model call flat in history).
+"""Request bodies encoded incrementally (F26: CPU per model call flat in history).
 
 Profiled through the real adapters, the cost of a call grew with the history: the SDK's
 ``create(**params)`` walks every message of the params through its TypedDict transform

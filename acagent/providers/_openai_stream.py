@@ -190,8 +190,8 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
                 continue
             delta = choice.delta
             if delta is not None:
-                extra = delta.model_extra or {}
-                reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                extra = delta.model_extra
+                reasoning = (extra.get("reasoning_content") or extra.get("reasoning")) if extra else None
                 if isinstance(reasoning, str) and reasoning:
                     if self._reasoning_slot is None:
                         self._reasoning_slot = self._new_slot()

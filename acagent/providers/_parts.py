@@ -1,11 +1,12 @@
 """The shared parts builder: streamed fragments → message parts, in linear time (F24, F23).
 
 Every adapter feeds its normalised :data:`~acagent.providers.StreamEvent` items to one
-:class:`PartsBuilder` (pydantic-ai's parts manager plays this role). Tool-call argument text is
-kept in an :class:`ArgsBuffer`: fragments are appended and scanned once each by a small
-structural scanner (string/escape state and brace depth), so knowing whether the text so far is
-a complete JSON object costs O(fragment) per fragment, and the text is parsed once — when the
-scanner sees the top-level object close, and at :meth:`PartsBuilder.build`. Before this, every
+:class:`PartsBuilder` (pydantic-ai's parts manager plays this role). Fragments are appended to
+lists and joined and parsed once, at :meth:`PartsBuilder.build`. Where an adapter must know
+while streaming whether a call's text is already a complete JSON object (the OpenAI id-less
+policy, F10), it keeps an :class:`ArgsBuffer`: each fragment is scanned once by a small
+structural scanner (string/escape state and bracket depth), so the question costs O(fragment)
+per fragment and the text is parsed once, when the top-level object closes. Before this, every
 fragment re-parsed everything received so far (quadratic: 100 KB of arguments cost ~12 s).
 
 A reply cut by the output limit (``finish_reason`` ``length``) whose tool-call arguments are
@@ -135,7 +136,7 @@ class ArgsBuffer:
 class _Slot:
     kind: Literal["text", "reasoning", "tool_call"]
     text: list[str] = field(default_factory=list)
-    args: ArgsBuffer | None = None
+    """Fragments, joined once at :meth:`PartsBuilder.build` (tool-call argument text too)."""
     tool_call_id: str = ""
     name: str = ""
     metadata: dict[str, Any] | None = None
@@ -157,7 +158,7 @@ class PartsBuilder:
     def _slot(self, index: int, kind: Literal["text", "reasoning", "tool_call"]) -> _Slot:
         slot = self._slots.get(index)
         if slot is None:
-            slot = _Slot(kind=kind, args=ArgsBuffer() if kind == "tool_call" else None)
+            slot = _Slot(kind=kind)
             self._slots[index] = slot
             self._order.append(index)
         return slot
@@ -173,21 +174,13 @@ class PartsBuilder:
             slot = self._slot(event.index, "tool_call")
             slot.tool_call_id, slot.name = event.tool_call_id, event.name
         elif kind == "tool_call_args":
-            args = self._slot(event.index, "tool_call").args
-            assert args is not None
-            args.append(event.args_text)
+            self._slot(event.index, "tool_call").text.append(event.args_text)
         elif kind == "usage":
             if event.input_tokens is not None:
                 self.usage.input_tokens = event.input_tokens
             if event.output_tokens is not None:
                 self.usage.output_tokens = event.output_tokens
         return event
-
-    def args(self, index: int) -> ArgsBuffer:
-        """The argument buffer of the tool call at ``index`` (created if needed)."""
-        args = self._slot(index, "tool_call").args
-        assert args is not None
-        return args
 
     def set_metadata(
         self,
@@ -226,9 +219,8 @@ class PartsBuilder:
         parts: list[Part] = []
         for i in self._order:
             slot = self._slots[i]
+            text = "".join(slot.text)
             if slot.kind == "tool_call":
-                assert slot.args is not None
-                text = slot.args.text
                 if not slot.name:
                     raise UnexpectedModelBehavior(f"tool call at index {i} has no name", body=text[:500])
                 args, error = parse_tool_arguments(text)
@@ -240,7 +232,6 @@ class PartsBuilder:
                     )
                 )
                 continue
-            text = "".join(slot.text)
             if slot.kind == "text":
                 if text:
                     parts.append(TextPart(text=text))

@@ -29,6 +29,7 @@ from acagent.providers._stream import BaseStreamedResponse
 __all__ = ["SDKProvider", "load_sdk", "transport_errors"]
 
 _SDK_LOCK = threading.Lock()
+_LOADED: dict[str, Any] = {}
 
 
 def load_sdk(name: str) -> Any:
@@ -37,10 +38,13 @@ def load_sdk(name: str) -> Any:
     Blocking (0.5–8 s cold): call it from a worker thread (:func:`anyio.to_thread.run_sync`)
     when an event loop runs; :class:`SDKProvider` does so on the first request.
     """
-    with _SDK_LOCK:
-        module = importlib.import_module(name)
-        importlib.import_module(f"{name}.types")
-        return module
+    module = _LOADED.get(name)
+    if module is None:
+        with _SDK_LOCK:
+            module = importlib.import_module(name)
+            importlib.import_module(f"{name}.types")
+            _LOADED[name] = module
+    return module
 
 
 class SDKProvider(ABC):

@@ -68,6 +68,8 @@ class WireActivity:
         self.bytes = 0
         self.done_marker = False
         """True once an event whose data is ``[DONE]`` was dispatched (OpenAI's end marker)."""
+        self.items = 0
+        """Stream items the SDK gave for this response (counted by ``next_chunk``)."""
 
     def touch(self, n: int) -> None:
         """Record ``n`` bytes received now."""

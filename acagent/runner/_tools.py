@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from acagent.events import make_payload
+from acagent.providers._parts import OUTPUT_LIMIT_ERROR
 from acagent.runner._results import close_row, result_event, tool_call_arguments
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
@@ -62,9 +63,12 @@ class ToolExecutor:
             error = None
             if tool is None:
                 error = f"unknown tool {row.name!r}; available: {', '.join(sorted(turn.tools))}"
+            elif row.arguments_error == OUTPUT_LIMIT_ERROR:  # F23: cut by the output limit
+                error = f"the tool call was {OUTPUT_LIMIT_ERROR}"
             elif row.arguments_error:
-                # The reason names itself ("invalid JSON arguments ...", or the output limit: F23).
-                error = f"the tool call was not run: {row.arguments_error}"
+                error = (
+                    f"the tool call's arguments were not valid JSON, so it was not run: {row.arguments_error}"
+                )
             else:
                 args, error = validate_arguments(tool, tool_call_arguments(row))
             if error is not None or tool is None:

@@ -17,6 +17,7 @@ import pytest
 from acagent.providers._anthropic import AnthropicStreamedResponse
 from acagent.providers._openai import OpenAIStreamedResponse
 from acagent.providers._parts import ArgsBuffer
+from acagent.providers._sse import WireActivity
 
 pytestmark = pytest.mark.anyio
 
@@ -68,8 +69,11 @@ def anthropic_events(args: str, fragment: int = 9) -> Iterator[Any]:
 
 
 class _Stream:
+    """An SDK stream stand-in whose response carries a ``WireActivity`` like a normalised one."""
+
     def __init__(self, items: Iterator[Any]) -> None:
         self._items = items
+        self.response = SimpleNamespace(extensions={"acagent.activity": WireActivity()})
 
     async def __anext__(self) -> Any:
         try:

@@ -93,7 +93,7 @@ class TestResolveModelId:
 
 
 def test_importing_providers_does_not_import_the_sdks() -> None:
-    """F28: importing the package, the adapter classes, and building a provider for a model id
+    """F27: importing the package, the adapter classes, and building a provider for a model id
     (what `acagent run --model openai:NAME` does to check it) import no SDK and no httpx2; the SDK
     is imported on the first request, in a worker thread."""
     code = (
@@ -112,7 +112,7 @@ def test_importing_providers_does_not_import_the_sdks() -> None:
 
 @pytest.mark.anyio
 async def test_first_request_imports_the_sdk_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """F28: the SDK import runs in a worker thread, never on the event loop's thread."""
+    """F27: the SDK import runs in a worker thread, never on the event loop's thread."""
     import threading
 
     from acagent.providers import _openai, _sdk

@@ -1,0 +1,207 @@
+"""Figure 8: the provider adapters — CPU per model call vs history, and tool-argument assembly.
+
+- **CPU per call** through the real adapters (``OpenAIProvider``, ``AnthropicProvider``: the
+  official SDKs on the wire, acagent's incrementally encoded body, the SSE normaliser, the
+  stream mapping), against the strict mock (``tests/mockprovider.py``) answering a short text
+  reply. The history has N turns (user 1,000 chars; assistant 200 chars + a tool call with an
+  800-char argument; the tool result; the final 1,000-char answer), kept as the same message
+  objects from call to call as the runner's context keeps them, plus one new user message per
+  call. CPU is ``time.thread_time()`` of the event-loop thread: the mock runs in its own threads,
+  so the model's time (validating and answering the request) is excluded. The **anchor** is the
+  same call made the SDK's usual way (``create(**params)`` with the mapped messages), on the same
+  client, in the same run.
+- **Argument assembly**: 1 MB of ``write_file`` arguments arriving in 9-byte fragments (116,509
+  fragments), through each adapter's stream mapping and the shared parts builder, fed with
+  objects shaped as the SDK's stream items, built beforehand (decoding the wire is the SDK's
+  work, part of the first measurement). CPU is ``time.process_time()``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchmarks._common import (
+    ASSISTANT_TEXT,
+    PREAMBLE_TEXT,
+    TOOL_ARG,
+    USER_TEXT,
+    Figure,
+    Profiled,
+    Target,
+    stats,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+TURNS = (10, 100, 500)
+
+
+def _load(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _history(turns: int) -> list[Any]:
+    from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
+
+    out: list[Any] = []
+    for i in range(turns):
+        call = ToolCallPart(tool_call_id=f"call_{i}", name="echo", arguments={"text": TOOL_ARG})
+        out += [
+            Message(role="user", parts=[TextPart(text=USER_TEXT)]),
+            Message(role="assistant", parts=[TextPart(text=PREAMBLE_TEXT), call]),
+            Message(
+                role="user", parts=[ToolResultPart(tool_call_id=f"call_{i}", name="echo", content=TOOL_ARG)]
+            ),
+            Message(role="assistant", parts=[TextPart(text=ASSISTANT_TEXT)]),
+        ]
+    return out
+
+
+def _tools() -> list[Any]:
+    from acagent.providers import ToolDefinition
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    return [ToolDefinition("echo", "Echo the text back.", schema)]
+
+
+async def _sdk_way(provider: Any, request: Any) -> None:
+    """The anchor: the SDK's own ``create(**params)`` (it transforms and re-encodes everything)."""
+    from acagent.providers._anthropic import to_anthropic_messages, to_anthropic_tools
+    from acagent.providers._openai import to_openai_messages, to_openai_tools
+
+    client = await provider._get_client()
+    if provider.name == "openai":
+        stream = await client.chat.completions.create(
+            model=provider.model,
+            messages=to_openai_messages(request.system, request.messages),
+            tools=to_openai_tools(request.tools),
+            stream=True,
+            max_tokens=request.max_tokens,
+        )
+    else:
+        stream = await client.messages.create(
+            model=provider.model,
+            system=request.system,
+            messages=to_anthropic_messages(request.messages),
+            tools=to_anthropic_tools(request.tools),
+            stream=True,
+            max_tokens=request.max_tokens,
+        )
+    async for _ in stream:
+        pass
+
+
+async def _calls(api: str, turns: int, n: int, mp: Any, *, sdk_way: bool = False) -> list[float]:
+    """CPU ms of the loop thread per call, ``n`` calls at ``turns`` turns of history."""
+    from acagent.messages import Message, TextPart
+    from acagent.providers import AnthropicProvider, ModelRequest, OpenAIProvider
+
+    with mp.MockProvider() as mock:
+        mock.default = mp.TextReply("ok")
+        if api == "openai":
+            provider: Any = OpenAIProvider("m", base_url=mock.openai_base_url, api_key="k")
+        else:
+            provider = AnthropicProvider("m", base_url=mock.anthropic_base_url, api_key="k")
+        history, tools, samples = _history(turns), _tools(), []
+        for i in range(n + 2):  # two warm-up calls (SDK import, client, connection pool)
+            messages = [*history, Message(role="user", parts=[TextPart(text=f"question {i}")])]
+            request = ModelRequest(
+                system="You are a bench.", messages=messages, tools=tools, request_id=f"r{i}"
+            )
+            t0 = time.thread_time()
+            if sdk_way:
+                await _sdk_way(provider, request)
+            else:
+                async with provider.request_stream(request) as stream:
+                    async for _ in stream:
+                        pass
+            if i >= 2:
+                samples.append((time.thread_time() - t0) * 1000)
+        await provider.aclose()
+    return samples
+
+
+def _assembly_s(api: str) -> float:
+    tests = _load("bench_args_linear", ROOT / "tests" / "providers" / "test_args_linear.py")
+    args = tests.big_arguments(1_000_000)
+    gen = tests.openai_chunks if api == "openai" else tests.anthropic_events
+    items = list(gen(args, 9))
+    stream = tests._Stream(iter(items))  # pre-built items: only the assembly is timed
+    response = tests.streamed(api, args, 9)
+    response._stream, response._activity = stream, stream.response.extensions["acagent.activity"]
+
+    async def go() -> float:
+        t0 = time.process_time()
+        async for _ in response:
+            pass
+        elapsed = time.process_time() - t0
+        (call,) = response.get().message.tool_calls
+        assert len(call.arguments["content"]) == 1_000_000
+        assert call.arguments_error is None
+        return elapsed
+
+    return anyio.run(go)
+
+
+def run(quick: bool) -> Figure:
+    """Measure both parts (see the module docstring)."""
+    mp = _load("bench_mockprovider_fig8", ROOT / "tests" / "mockprovider.py")
+    fig = Figure(8, "Provider adapters: CPU per model call vs history; tool-argument assembly")
+    fig.text.append(__doc__.split("\n\n", 1)[1])
+    n = 3 if quick else 10
+    rows, ratios = [], {}
+    for api in ("openai", "anthropic"):
+        medians = {}
+        for turns in TURNS:
+            ours = stats(anyio.run(_calls, api, turns, n, mp))
+            sdk = stats(anyio.run(lambda a=api, t=turns: _calls(a, t, max(2, n // 2), mp, sdk_way=True)))
+            medians[turns] = ours.median
+            rows.append(
+                [api, turns, f"{ours.median:.2f}", f"{sdk.median:.2f}", f"{sdk.median / ours.median:.1f}×"]
+            )
+        ratios[api] = medians[500] / medians[10]
+    fig.table(
+        [
+            "adapter",
+            "turns",
+            "acagent ms CPU/call (median)",
+            "SDK create() ms CPU/call (anchor)",
+            "anchor / acagent",
+        ],
+        rows,
+    )
+    for api, ratio in ratios.items():
+        fig.targets.append(
+            Target(
+                f"{api} CPU per call flat in history",
+                "500 turns ≤ 2× 10 turns",
+                f"{ratio:.2f}×",
+                ratio <= 2.0,
+            )
+        )
+        if ratio > 2.0 and not quick:
+            with Profiled() as prof:
+                anyio.run(_calls, api, 500, 3, mp)
+            fig.profiles.append((f"{api} call at 500 turns", prof.text))
+    asm = {api: _assembly_s(api) for api in ("openai", "anthropic")}
+    fig.table(
+        ["adapter", "1 MB in 9-byte fragments: CPU s"],
+        [[api, f"{s:.3f}"] for api, s in asm.items()],
+        "Tool-argument assembly (116,509 fragments):",
+    )
+    worst = max(asm.values())
+    fig.targets.append(
+        Target("1 MB of arguments in 9-byte fragments", "< 1 s CPU", f"{worst:.3f} s", worst < 1.0)
+    )
+    return fig

@@ -1,0 +1,83 @@
+"""F26: request bodies are encoded incrementally — each context message once, however long
+the history — and say exactly what the documented wire mapping says (both adapters)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from acagent.providers import AnthropicProvider, OpenAIProvider, ToolDefinition
+from acagent.providers._anthropic import to_anthropic_messages, to_anthropic_tools
+from acagent.providers._openai import to_openai_messages, to_openai_tools
+from tests.mockprovider import MockProvider, TextReply
+from tests.providers.helpers import collect, make_request
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = [ToolDefinition("echo", "Echo.", {"type": "object", "properties": {"t": {"type": "string"}}})]
+
+
+def history(turns: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(turns):
+        call = ToolCallPart(tool_call_id=f"c{i}", name="echo", arguments={"t": f"é{i}"})
+        out += [
+            Message(role="user", parts=[TextPart(text=f"question {i}")]),
+            Message(role="assistant", parts=[TextPart(text="let me see"), call]),
+            Message(role="user", parts=[ToolResultPart(tool_call_id=f"c{i}", name="echo", content=f"é{i}")]),
+            Message(role="assistant", parts=[TextPart(text=f"answer {i}")]),
+        ]
+    return out
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_each_message_is_encoded_once(api: str) -> None:
+    provider = (OpenAIProvider if api == "openai" else AnthropicProvider)(
+        "m", base_url="http://127.0.0.1:9", api_key="k"
+    )
+    past = history(50)
+    for i in range(5):
+        messages = [*past, Message(role="user", parts=[TextPart(text=f"new {i}")])]
+        body = provider.encode_body(make_request(messages, system="sys", tools=TOOLS))
+        assert body == provider.encode_body(
+            make_request(messages, system="sys", tools=TOOLS)
+        )  # deterministic
+        past = [*messages, Message(role="assistant", parts=[TextPart(text=f"reply {i}")])]
+    # 200 history messages once, then 2 new ones per call (the question and the reply)
+    assert provider._encoder.encoded == 201 + 2 * 4
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_the_body_sent_is_the_documented_mapping(mock: MockProvider, api: str) -> None:
+    messages = [*history(3), Message(role="user", parts=[TextPart(text="last")])]
+    request = make_request(messages, system="be brief", tools=TOOLS, max_tokens=77)
+    mock.script(TextReply("ok"))
+    if api == "openai":
+        provider: object = OpenAIProvider("m", base_url=mock.openai_base_url, api_key="k")
+        expected = {
+            "model": "m",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": 77,
+            "messages": to_openai_messages("be brief", messages),
+            "tools": to_openai_tools(TOOLS),
+        }
+    else:
+        provider = AnthropicProvider("m", base_url=mock.anthropic_base_url, api_key="k")
+        expected = {
+            "model": "m",
+            "max_tokens": 77,
+            "stream": True,
+            "system": "be brief",
+            "messages": to_anthropic_messages(messages),
+            "tools": to_anthropic_tools(TOOLS),
+        }
+    _, response = await collect(provider, request)
+    await provider.aclose()  # type: ignore[attr-defined]
+    assert response.message.text == "ok"
+    (sent,) = mock.requests
+    assert sent.status == 200 and sent.json == expected
+    assert sent.headers["content-type"] == "application/json"
+    assert json.loads(sent.body) == expected
