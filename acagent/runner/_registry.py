@@ -265,17 +265,14 @@ class SessionRegistry:
         makes sure no orphaned command keeps running meanwhile. Returns how many groups were
         signalled.
         """
-        from acagent.tools import kill_process_group
+        from acagent.tools import kill_call_processes
 
         killed = 0
         for row in await self.orphaned_sessions():
             for call in await self.journal.tool_calls(row.id, open_only=True):
-                if (
-                    call.status == "running"
-                    and call.pid
-                    and await kill_process_group(call.pid, self.settings.timing.tool_kill_grace_s)
-                ):
-                    killed += 1
+                if call.status == "running":  # recorded group or not: the spawn marker finds it (F45)
+                    grace = self.settings.timing.tool_kill_grace_s
+                    killed += await kill_call_processes(row.id, call.tool_call_id, call.pid, grace)
         return killed
 
     async def recover(self) -> list[str]:

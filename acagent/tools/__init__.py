@@ -24,7 +24,7 @@ from acagent.tools._paths import (
     resolve_in_workspace,
 )
 from acagent.tools._policy import ApprovalPolicy
-from acagent.tools._process import kill_process_group
+from acagent.tools._process import kill_call_processes, kill_process_group, spawn_marker
 from acagent.tools._shell import ShellTool, interrupted_result
 from acagent.tools._shellrule import shell_command_admitted
 
@@ -47,6 +47,7 @@ __all__ = [
     "default_tools",
     "interrupted_result",
     "is_secret_name",
+    "kill_call_processes",
     "kill_process_group",
     "register_tool",
     "registered_tools",
@@ -54,6 +55,7 @@ __all__ = [
     "scrubbed_env",
     "secret_values",
     "shell_command_admitted",
+    "spawn_marker",
     "unregister_tool",
     "validate_arguments",
 ]

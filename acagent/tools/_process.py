@@ -11,7 +11,18 @@ grace period, then SIGKILL. A member counts as dead when it no longer exists or 
 reap it.
 
 :func:`kill_process_group` is what recovery calls for groups recorded in the journal
-(``on_process_started``) whose owner process died. Caveat: after a crash the pgid may in theory
+(``on_process_started``) whose owner process died.
+
+**Record and start are one step (F45).** The pgid is only known after the spawn, so a process
+killed between the spawn and the commit recording it would leave an orphan nobody can find. So
+every tool process is started with :data:`SPAWN_MARKER_VAR` set to :func:`spawn_marker` — a value
+derived from the ids of the ``tool_call`` row, which is committed ``running`` *before* the spawn.
+Recovery calls :func:`kill_call_processes`, which kills the recorded group (if any) and every
+process whose initial environment (``/proc/<pid>/environ``) carries the marker, with its whole
+process group. Covered: a crash at any instant around the spawn (the marker is in the environment
+``execve`` receives, so the process never runs without it). Not covered: a descendant that both
+leaves the group (``setsid``) and execs with a cleared environment (``env -i``) — deliberate
+detachment, out of scope as above. Caveat: after a crash the pgid may in theory
 have been reused by an unrelated group; recovery should only call it for groups recorded by a
 run lease that expired recently.
 """
@@ -24,7 +35,18 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ["group_members", "kill_process_group", "pid_alive"]
+__all__ = [
+    "SPAWN_MARKER_VAR",
+    "group_members",
+    "kill_call_processes",
+    "kill_process_group",
+    "marked_processes",
+    "pid_alive",
+    "spawn_marker",
+]
+
+SPAWN_MARKER_VAR = "ACAGENT_TOOL_CALL"
+"""Environment variable every tool process starts with: ``<session_id>/<tool_call_id>`` (F45)."""
 
 _POLL_S = 0.05
 
@@ -130,3 +152,53 @@ async def _terminate(pgid: int, grace_s: float) -> bool:
         return True
     _signal_group(pgid, signal.SIGKILL)
     return await _wait_group_dead(pgid, 1.0)
+
+
+def spawn_marker(session_id: str, tool_call_id: str) -> str:
+    """The :data:`SPAWN_MARKER_VAR` value of a tool call's processes."""
+    return f"{session_id}/{tool_call_id}"
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Pids of live processes started with ``SPAWN_MARKER_VAR=marker`` (Linux ``/proc``; [] elsewhere)."""
+    needle = f"{SPAWN_MARKER_VAR}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc/self/environ").exists() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ.split(b"\0") and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+async def kill_call_processes(session_id: str, tool_call_id: str, pgid: int | None, grace_s: float) -> int:
+    """Kill everything a tool call started: its recorded group and every marked process's group.
+
+    Args:
+        session_id: the session.
+        tool_call_id: the call (with ``session_id`` it makes the :func:`spawn_marker`).
+        pgid: the group recorded in the journal, if any.
+        grace_s: seconds between SIGTERM and SIGKILL.
+
+    Returns:
+        How many process groups were signalled.
+    """
+    groups = [pgid] if pgid else []
+    for pid in marked_processes(spawn_marker(session_id, tool_call_id)):
+        fields = _stat_fields(pid)
+        if fields is not None and fields[1] not in groups:
+            groups.append(fields[1])
+    killed = 0
+    for group in groups:
+        if group_members(group) and await kill_process_group(group, grace_s):
+            killed += 1
+    for pid in marked_processes(spawn_marker(session_id, tool_call_id)):  # left its group
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return killed

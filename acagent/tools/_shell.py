@@ -12,8 +12,10 @@ Lifecycle of a call:
 * stdin is ``/dev/null``; stdout and stderr are merged and streamed to ``ctx.emit_output`` as
   they arrive, decoded incrementally as UTF-8 (a character split across reads survives;
   invalid bytes become U+FFFD).
-* ``ctx.on_process_started(pid)`` is called right after the spawn, so the journal can record
-  the group for recovery (:func:`~acagent.tools.kill_process_group`).
+* the process starts with ``ACAGENT_TOOL_CALL=<session_id>/<tool_call_id>`` in its environment,
+  so recovery can find it even if the process running the tool died before recording its group
+  (:func:`~acagent.tools.kill_call_processes`, F45); ``ctx.on_process_started(pid)`` is called
+  right after the spawn, so the journal can record the group too.
 * When bash exits, processes it left running in its group are terminated too (SIGTERM, grace,
   SIGKILL): a call never leaves work behind. Processes that detach on purpose (``setsid``,
   ``nohup`` in a new session) leave the group and are out of reach.
@@ -45,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from acagent.tools._base import Tool, ToolContext, ToolResult
 from acagent.tools._blob import OutputSpool
 from acagent.tools._env import scrubbed_env
-from acagent.tools._process import kill_process_group
+from acagent.tools._process import SPAWN_MARKER_VAR, kill_process_group, spawn_marker
 
 __all__ = ["OUTPUT_LIMIT_CHARS", "OutputCapture", "ShellArgs", "ShellTool", "interrupted_result"]
 
@@ -174,7 +176,10 @@ class ShellTool(Tool):
                 stderr=subprocess.STDOUT,
                 cwd=ctx.cwd,
                 start_new_session=True,
-                env=scrubbed_env(secrets=ctx.secrets),
+                env={
+                    **scrubbed_env(secrets=ctx.secrets),
+                    SPAWN_MARKER_VAR: spawn_marker(ctx.session_id, ctx.tool_call_id),
+                },
             )
         except OSError as exc:
             return ToolResult(content=f"error: cannot start bash: {exc}", status="error")
