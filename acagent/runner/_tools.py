@@ -7,7 +7,7 @@ terminal rows never change. What a dead process left behind is resolved here too
 - ``dispatched`` (never started) → run it;
 - ``waiting_user`` → keep waiting (the pending approval survives restarts; a decision recorded
   before the crash is honoured);
-- ``running`` → kill its recorded process group; re-run only if the tool is idempotent, otherwise
+- ``running`` → kill its recorded process group and every process started with its spawn marker; re-run only if the tool is idempotent, otherwise
   close it with an ``interrupted`` result saying it may or may not have taken effect.
 """
 
@@ -24,7 +24,7 @@ from acagent.runner._results import close_row, result_event, tool_call_arguments
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
 from acagent.store import ACTIVE, SetApprovalRules, SetStatus, ToolCallRow, UpdateToolCall
-from acagent.tools import ToolContext, ToolResult, kill_process_group, validate_arguments
+from acagent.tools import ToolContext, ToolResult, kill_call_processes, validate_arguments
 
 __all__ = ["ToolExecutor", "close_row", "result_event"]
 
@@ -49,8 +49,8 @@ class ToolExecutor:
     async def _run_one(self, turn: Turn, turn_id: str, row: ToolCallRow) -> None:
         timing = turn.settings.timing
         if row.status == "running":
-            if row.pid:
-                await kill_process_group(row.pid, timing.tool_kill_grace_s)
+            # the recorded group, and any process carrying the call's spawn marker (F45)
+            await kill_call_processes(turn.session_id, row.tool_call_id, row.pid, timing.tool_kill_grace_s)
             if not row.idempotent:
                 await self._finish(turn, turn_id, row, ToolResult(INTERRUPTED_BY_CRASH, status="interrupted"))
                 return
