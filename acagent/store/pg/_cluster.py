@@ -83,7 +83,7 @@ class ClusterMember:
         url: str,
         *,
         lease_ttl_s: float,
-        scan_s: float = 0.5,
+        scan_s: float = 0.25,
         poll_s: float = 1.0,
         notify_batch_s: float = 0.01,
     ) -> None:

@@ -1,0 +1,158 @@
+"""PostgreSQL journal throughput and hint latency: ``python -m benchmarks.fig_pg_append [N]``.
+
+On one PostgreSQL server (Debian binaries, fsync on, started here), in one run:
+
+- **anchor**: raw ``INSERT … COMMIT`` of one event row per transaction on one asyncpg connection;
+- **fenced append**: :meth:`PostgresJournal.commit` with a lease, one event per transaction, with
+  and without the cluster's batched NOTIFY (the notify path's cost);
+- **framed**: 50 events per commit (how the writer commits a burst of deltas);
+- **commit → another daemon**: a second journal's :class:`ClusterMember` LISTENs; the time from
+  ``commit()`` returning on journal A to journal B having *read the event* after the hint
+  (``on_commit`` → ``events(since)``), p50/p99 — the SSE hop to a client is not included.
+
+Ratios are to the anchor measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+import anyio
+
+from acagent.store.pg import PostgresJournal
+from acagent.store.pg._cluster import ClusterMember
+
+__all__ = ["measure"]
+
+
+async def _raw(url: str, n: int) -> float:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TABLE IF NOT EXISTS raw_event (sid TEXT, seq BIGINT, payload TEXT)")
+        t0 = time.perf_counter()
+        for i in range(n):
+            await conn.execute("INSERT INTO raw_event VALUES ($1, $2, $3)", "s", i, '{"text": "x"}')
+        return n / (time.perf_counter() - t0)
+    finally:
+        await conn.close()
+
+
+async def _fenced(j: PostgresJournal, n: int, batch: int) -> float:
+    row, _ = await j.create_session(cwd="/tmp", model=None, title=None)
+    lease = await j.acquire_lease(row.id, "w", ttl_s=300)
+    events = [("assistant.delta", {"text": "x" * 12})] * batch
+    t0 = time.perf_counter()
+    for _ in range(n // batch):
+        await j.commit(row.id, events, lease=lease)
+    return (n // batch) * batch / (time.perf_counter() - t0)
+
+
+class _Reader:
+    """ClusterHooks of journal B: read the events after each hint, stamp the time."""
+
+    def __init__(self, journal: PostgresJournal, sid: str) -> None:
+        self.journal, self.sid, self.last = journal, sid, 1
+        self.seen: dict[int, float] = {}
+
+    def followed(self) -> dict[str, int]:
+        return {self.sid: self.last}
+
+    def running(self) -> set[str]:
+        return set()
+
+    def capacity(self) -> int:
+        return 0
+
+    async def on_commit(self, session_id: str, seq: int) -> None:
+        if session_id != self.sid or seq <= self.last:
+            return
+        for e in await self.journal.events(session_id, self.last, until=seq):
+            self.seen[e.seq] = time.perf_counter()
+            self.last = e.seq
+
+    async def on_input(self, session_id: str, kind: str) -> None:
+        return None
+
+    async def resume(self, session_id: str) -> None:
+        return None
+
+
+async def _latency(url: str, a: PostgresJournal, rounds: int) -> dict[str, float]:
+    b = await PostgresJournal.open(url, daemon_id="bench-b")
+    try:
+        row, _ = await a.create_session(cwd="/tmp", model=None, title=None)
+        lease = await a.acquire_lease(row.id, "w", ttl_s=300)
+        reader = _Reader(b, row.id)
+        member_a = ClusterMember(a, url, lease_ttl_s=30)
+        member_b = ClusterMember(b, url, lease_ttl_s=30, poll_s=3600)
+        samples: list[float] = []
+        async with anyio.create_task_group() as tg:
+            await tg.start(member_a.run, _Reader(a, "none"))
+            await tg.start(member_b.run, reader)
+            for _ in range(rounds):
+                committed = await a.commit(row.id, [("assistant.delta", {"text": "x"})], lease=lease)
+                t0 = time.perf_counter()
+                seq = committed[-1].seq
+                with anyio.fail_after(5):
+                    while seq not in reader.seen:
+                        await anyio.sleep(0.0005)
+                samples.append((reader.seen[seq] - t0) * 1000)
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        qs = statistics.quantiles(samples, n=100, method="inclusive")
+        return {"p50_ms": round(statistics.median(samples), 2), "p99_ms": round(qs[98], 2)}
+    finally:
+        await b.aclose()
+
+
+async def measure(url: str, n: int = 3000) -> dict[str, Any]:
+    """Run every measurement on the journal at ``url``."""
+    raw = await _raw(url, n)
+    a = await PostgresJournal.open(url, daemon_id="bench-a")
+    try:
+        plain = await _fenced(a, n, 1)  # no cluster: one inline NOTIFY after each commit
+        member = ClusterMember(a, url, lease_ttl_s=30)
+        a.on_commit = member.hint  # batched hints, sent by nobody: the append path alone
+        no_notify = await _fenced(a, n, 1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(member._notifier)
+            batched = await _fenced(a, n, 1)
+            framed = await _fenced(a, n * 10, 50)
+            tg.cancel_scope.cancel()
+        a.on_commit = None
+        latency = await _latency(url, a, 200)
+    finally:
+        await a.aclose()
+    return {
+        "raw_insert_commit_per_s": round(raw),
+        "fenced_append_per_s": round(no_notify),
+        "fenced_append_batched_notify_per_s": round(batched),
+        "fenced_append_inline_notify_per_s": round(plain),
+        "framed_50_per_commit_events_per_s": round(framed),
+        "ratio_fenced_to_raw": round(no_notify / raw, 2),
+        "notify_cost_pct": round(100 * (1 - batched / no_notify), 1),
+        "commit_to_other_daemon": latency,
+    }
+
+
+def main() -> None:
+    """Start a PostgreSQL server (fsync on), measure, print JSON."""
+    from tests.pgserver import PgServer, find_pg_bin
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    bin_dir = find_pg_bin()
+    if bin_dir is None:
+        raise SystemExit("PostgreSQL binaries not found (apt-get install postgresql)")
+    with PgServer(bin_dir, fsync=True) as server:
+        result = anyio.run(measure, server.create_database("bench"), n)
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
