@@ -23,8 +23,8 @@ __all__ = ["Attacher", "Cluster", "ClusterDaemon", "check_stream"]
 
 FAST_TIMING = {
     # A short TTL so a frozen host is detected in seconds (renew < ttl / 2).
-    "ACAGENT_TIMING_LEASE_TTL_S": "3",
-    "ACAGENT_TIMING_LEASE_RENEW_S": "1",
+    "ACAGENT_TIMING_LEASE_TTL_S": "2",
+    "ACAGENT_TIMING_LEASE_RENEW_S": "0.5",
 }
 
 

@@ -1,6 +1,6 @@
 """Three daemons sharing sessions through PostgreSQL: cross-daemon attach, failover and faults.
 
-One cluster per module (d2, d3, d4 on 127.0.0.2/.3/.4, ``--yes``, lease TTL 3 s). Every test ends
+One cluster per module (d2, d3, d4 on 127.0.0.2/.3/.4, ``--yes``, lease TTL 2 s). Every test ends
 with the same checks: each attacher on a daemon that is not the owner got seq 1…N exactly once,
 in order, with the journal's content; the session ends ``done`` (0 stuck sessions).
 """
@@ -19,7 +19,7 @@ from tests.server.conftest import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
-STREAM = "deltas 300 12 10"  # 300 deltas, one every 10 ms: a turn that is mid-stream for ~3 s
+STREAM = "deltas 150 12 10"  # 150 deltas, one every 10 ms: a turn that is mid-stream for ~1.5 s
 
 
 def _deltas(a: Attacher, n: int = 20, timeout: float = 20.0) -> None:
