@@ -209,7 +209,6 @@ _OVERFLOW_MESSAGES = (
     "context length exceeded",
     "context_length_exceeded",
     "exceeds the context window",
-    "too many tokens",
 )
 
 
