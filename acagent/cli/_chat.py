@@ -52,13 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["chat_command"]
 
-HELP = """\
-/help        this help
-/id          print the session id
-/exit        quit (also: Ctrl-C or Ctrl-D twice on an empty prompt)
-Ctrl-C       during a turn: interrupt it
-Approvals    y = yes, n = no, a = always (for this session)"""
-
 _ACTIVE = ("running", "waiting_tool", "waiting_user")
 _ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "always", "always": "always"}
 
@@ -82,23 +75,27 @@ def chat_command(
 
 
 async def _chat(settings: Any, resume: str | None, continue_: bool, model: str | None = None) -> int:
-    from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory
     from rich.console import Console
 
+    from acagent._private import private_dir, private_file
+    from acagent.cli._input import create_prompt_session
+    from acagent.cli._slash import COMMANDS
     from acagent.render import EventRenderer
 
     console = Console(highlight=False)
-    from acagent._private import private_dir, private_file
-
     history = private_file(private_dir(settings.home) / "history")  # owner-only before FileHistory appends
-    session: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
+    session = create_prompt_session(history, COMMANDS)
+    new = False
     try:
-        async with open_client(
-            settings, resume=resume, continue_=continue_, interactive=True, model_flag=model
-        ) as opened:
-            chat = _Chat(console, EventRenderer(console, echo_user=False), opened, session, settings)
-            return await chat.run()
+        while True:  # /new and /resume open another session in this process
+            async with open_client(
+                settings, resume=resume, continue_=continue_ and not new, interactive=True, model_flag=model
+            ) as opened:
+                chat = _Chat(console, EventRenderer(console, echo_user=False), opened, session, settings)
+                code = await chat.run()
+            if chat.switch is None or chat.quit_code is not None:
+                return code
+            resume, new, continue_ = chat.switch.session_id, chat.switch.session_id is None, False
     except BaseExceptionGroup as group:  # task groups wrap errors; show ours as one line
         error = _first_error(group)
         if error is None:
@@ -152,6 +149,8 @@ class _Chat:
         """tool_call_id of the approval being asked (its resolution elsewhere closes the prompt)."""
         self.tg: anyio.abc.TaskGroup | None = None
         self.quit_code: int | None = None
+        self.switch: Any = None
+        """Set by /new and /resume: the session to open when this loop ends."""
         from acagent.render import StatusLine
 
         self.status = StatusLine(console, lambda: renderer.column)
@@ -228,7 +227,7 @@ class _Chat:
             if not text:
                 continue
             if text.startswith("/") and "/" not in text[1:].split(" ", 1)[0]:
-                if self._command(text) == "exit":
+                if await self._command(text) == "exit":
                     return 0
                 continue
             self.expect_echo, self.turn_id, self.cancel_presses = text, "", 0
@@ -240,17 +239,15 @@ class _Chat:
                 continue
             await self._run_turn(turn_id)
 
-    def _command(self, text: str) -> str | None:
-        name = text.split()[0].lower()
-        if name in ("/exit", "/quit", "/q"):
-            return "exit"
-        if name == "/help":
-            self.console.print(HELP, markup=False)
-        elif name == "/id":
-            self.console.print(self.opened.session_id, markup=False)
-        else:
-            self._note(f"unknown command {name!r}; /help lists the commands")
-        return None
+    async def _command(self, text: str) -> str | None:
+        from acagent.cli._slash import run_command
+        from acagent.errors import AcagentError
+
+        try:
+            return await run_command(self, text)
+        except AcagentError as exc:
+            self._error(exc)
+            return None
 
     # ------------------------------------------------------------------ a turn
 

@@ -390,3 +390,56 @@ def test_status_line_and_type_ahead(term: Tmux, mock: MockProvider) -> None:
     term.keys("C-u")
     term.type("/exit")
     term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
+
+
+def test_slash_commands_and_multiline_input(term: Tmux, mock: MockProvider) -> None:
+    """Issue 17 (3, 4): Alt+Enter and a trailing backslash insert newlines; /model switches the
+    next turn's model; /cost, /approvals, /compact answer; /new and /resume switch sessions."""
+    mock.script(TextReply("first answer"), TextReply("second answer"), TextReply("third answer"))
+    term.type(f"acagent chat --model openai:mock --base-url {mock.openai_base_url}")
+    term.wait_chat_prompt()
+    first = re.search(r"session (ses_\w+)", term.screen())
+    assert first is not None
+    term.type("line one", enter=False)
+    term.keys("Escape", "Enter")
+    term.type("line two \\", enter=False)
+    term.keys("Enter")
+    term.type("line three")
+    term.wait_text("first answer")
+    term.wait_chat_prompt()
+    assert mock.requests[-1].json["messages"][-1]["content"] == "line one\nline two \nline three"
+
+    term.type("/model openai:other")
+    term.wait_text("model: openai:other (for the next turns")
+    term.type("again")
+    term.wait_text("second answer")
+    term.wait_chat_prompt()
+    assert mock.requests[-1].json["model"] == "other"
+    term.type("/cost")
+    term.wait_text("this session:")
+    term.type("/approvals")
+    term.wait_text("no `always` answers")
+    term.type("/compact")
+    term.wait_for(lambda s: "compact" in _last_line(s) or "compacting" in s or "not available" in s)
+    term.type("/mo", enter=False)
+    term.keys("Tab")
+    term.wait_for(lambda s: _last_line(s) == "› /model", what="tab completion")
+    term.keys("C-u")
+
+    mark = len(term.screen())
+    term.type("/new")
+    term.wait_text("(new)", after=mark)
+    term.wait_chat_prompt()
+    term.type("in the new session")
+    term.wait_text("third answer", after=mark)
+    term.wait_chat_prompt()
+    mark = len(term.screen())
+    term.type("/resume")
+    term.wait_text("resume which", after=mark)
+    assert first.group(1) in term.screen()[mark:]
+    term.type(first.group(1)[:14])
+    screen = term.wait_text("(resumed)", after=mark)
+    term.wait_chat_prompt()
+    assert first.group(1) in screen[mark:] and "first answer" in term.screen()[mark:]
+    term.type("/exit")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
