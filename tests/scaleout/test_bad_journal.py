@@ -76,3 +76,24 @@ class TestBadJournal:
         (cli.home / "config.toml").write_text('journal = "mysql://u:hunter2@h/db"\n')
         proc = cli("sessions", "list")
         _one_line_error(proc, "not a postgresql:// URL")
+
+
+def test_run_and_sessions_use_the_configured_journal(cli: Cli, pg_url: str, workspace: Any) -> None:
+    """CLI ≡ serve: `acagent run` and `sessions list` on a home whose config names PostgreSQL use
+    it (no SQLite file appears), and the session is there for any daemon of the cluster."""
+    import json
+
+    from tests.mockprovider import MockProvider, TextReply
+
+    (cli.home / "config.toml").write_text(f'journal = "{pg_url}"\n')
+    with MockProvider() as mock:
+        mock.default = TextReply("hi there")
+        env = {"OPENAI_BASE_URL": mock.openai_base_url, "OPENAI_API_KEY": "k", "ACAGENT_MODEL": "openai:mock"}
+        proc = cli("run", "say hi", cwd=workspace, extra_env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "hi there" in proc.stdout
+    listed = cli("sessions", "list", "--all", "--json", cwd=workspace)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert len(rows) == 1 and rows[0]["status"] == "done"
+    assert not (cli.home / "acagent.db").exists()
