@@ -12,6 +12,7 @@
     ├── ConcurrencyCap                the instance runs its maximum number of sessions      code="concurrency_cap"
     ├── StaleLease                    a write carried a fencing token that was superseded   code="stale_lease"
     ├── SubscriberEvicted             a stream subscriber fell too far behind       code="subscriber_evicted"
+    ├── TurnHalted                    a turn stopped here and could not record its end  code="turn_halted"
     ├── InvalidTransition             a status change from a state not in its whitelist     code="invalid_transition"
     ├── CursorAhead                   a stream cursor above the session's last seq           code="cursor_ahead"
     ├── DaemonLimit                   a daemon limit refused the request (acagent.server._limits)
@@ -55,6 +56,7 @@ __all__ = [
     "SubscriberEvicted",
     "TooManyAttachers",
     "TranscriptError",
+    "TurnHalted",
     "UnexpectedModelBehavior",
     "UserError",
     "find_acagent_error",
@@ -311,3 +313,15 @@ class TooManyAttachers(DaemonLimit):
 
     code = "too_many_attachers"
     status_code = 429
+
+
+class TurnHalted(AcagentError):
+    """Raised to a session's live subscribers when its turn stopped in this process without its
+    end being recorded: the journal cannot be written (disk full, read-only) or another process
+    took the lease over (this one was frozen past the lease TTL). Nothing committed is lost; the
+    session stays active and resumable (``acagent run --resume ID``). ``detail``:
+    ``{"session_id", "turn_id", "reason": "journal"|"fenced"}``.
+    """
+
+    code = "turn_halted"
+    status_code = 503

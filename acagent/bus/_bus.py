@@ -40,6 +40,10 @@ class Subscription:
     last_seq: int = 0
     """Highest seq handed to this subscriber's queue."""
     evict_after_drops: int | None = None
+    ends_on_halt: bool = False
+    """A live view (attach, stream) that :meth:`RunnerEventBus.halt` ends with an error."""
+    error: BaseException | None = None
+    """Set by :meth:`RunnerEventBus.halt`: why this subscriber's iteration ended."""
     _closed: bool = field(default=False)
 
     def __aiter__(self) -> AsyncIterator[Event]:
@@ -99,7 +103,12 @@ class RunnerEventBus:
         return self._closed
 
     def subscribe(
-        self, name: str, maxsize: int = 256, *, evict_after_drops: int | None = None
+        self,
+        name: str,
+        maxsize: int = 256,
+        *,
+        evict_after_drops: int | None = None,
+        ends_on_halt: bool = False,
     ) -> Subscription:
         """Add a subscriber with a bounded queue of ``maxsize`` events.
 
@@ -109,6 +118,8 @@ class RunnerEventBus:
             evict_after_drops: evict the subscriber once it has dropped this many events
                 (``None``: only drop and count). Stream attachers use 1: a gap cannot be
                 repaired in-stream, so they are closed and re-attach with ``since``.
+            ends_on_halt: :meth:`halt` ends this subscriber with its error (live views); other
+                subscribers (the transcript writer) keep their subscription.
 
         Raises:
             RuntimeError: the bus is closed.
@@ -116,7 +127,14 @@ class RunnerEventBus:
         if self._closed:
             raise RuntimeError(f"bus for session {self.session_id!r} is closed")
         send, recv = anyio.create_memory_object_stream[Event](maxsize)
-        sub = Subscription(name=name, _send=send, _recv=recv, _bus=self, evict_after_drops=evict_after_drops)
+        sub = Subscription(
+            name=name,
+            _send=send,
+            _recv=recv,
+            _bus=self,
+            evict_after_drops=evict_after_drops,
+            ends_on_halt=ends_on_halt,
+        )
         self._subs.append(sub)
         return sub
 
@@ -151,6 +169,15 @@ class RunnerEventBus:
     def _remove(self, sub: Subscription) -> None:
         if sub in self._subs:
             self._subs.remove(sub)
+
+    def halt(self, error: BaseException) -> None:
+        """End every ``ends_on_halt`` subscriber after its queued events, with ``error`` set (a
+        turn stopped without recording its end: watchers must learn it, not wait forever)."""
+        for sub in list(self._subs):
+            if sub.ends_on_halt:
+                sub.error = error
+                self._remove(sub)
+                sub._send.close()
 
     def close(self) -> None:
         """Close the bus; every subscriber's iteration ends after its queued events."""

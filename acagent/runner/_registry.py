@@ -339,7 +339,7 @@ class SessionRegistry:
         try:
             await self.journal.set_transcript_stat(session_id, record)
         except AcagentError as exc:
-            log.warning("could not record the transcript state of %s: %s", session_id, exc.message)
+            log.info("could not record the transcript state of %s: %s", session_id, exc.message)
 
     async def _start_transcript(self, runner: InProcessRunner) -> None:
         row = runner.row
@@ -360,8 +360,10 @@ class SessionRegistry:
                         # dropped, or the file lags (cut by a crash or by hand): fill the gap from the journal
                         writer.write(await self.journal.events(row.id, writer.last_seq, until=event.seq - 1))
                     writer.write([event])
-            except OSError:
-                log.exception("transcript %s: write failed; it will be repaired from the journal", path)
+            except OSError as exc:  # disk full, read-only: one line, never a traceback
+                log.warning(
+                    "transcript %s: write failed (%s); it will be repaired from the journal", path, exc
+                )
             finally:
                 done.set()
 

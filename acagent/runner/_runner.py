@@ -36,9 +36,11 @@ import anyio
 from acagent.errors import (
     AcagentError,
     InvalidTransition,
+    JournalError,
     SessionBusy,
     StaleLease,
     SubscriberEvicted,
+    TurnHalted,
     UserError,
     find_acagent_error,
 )
@@ -82,6 +84,8 @@ class InProcessRunner(SessionPorts):
         self.state = RunnerState.IDLE
         self.turn: Turn | None = None
         """The turn in progress (None when idle)."""
+        self.halted: TurnHalted | None = None
+        """Why the last turn stopped here without recording its end (None: it did record it)."""
         self._tool_definitions: list[ToolDefinition] | None = None
         self._turn_done = anyio.Event()
         self._turn_done.set()
@@ -166,6 +170,7 @@ class InProcessRunner(SessionPorts):
             with anyio.move_on_after(10):
                 await self._turn_done.wait()
         self.check_free(finishing_is_free=False)
+        self.halted = None
         self.state = RunnerState.ACCEPTING
         self._turn_done = anyio.Event()
         try:
@@ -215,18 +220,48 @@ class InProcessRunner(SessionPorts):
         return turn_id
 
     async def _run(self, first: Turn, new_turn: str | None, new_text: str | None) -> None:
+        error: AcagentError | None = None
         try:
             if await self._drive(first) and new_turn is not None and new_text is not None:
                 turn = self._new_turn(new_turn)
                 self.turn, self.state = turn, RunnerState.RUNNING
                 await self._accept(turn, new_text)
                 await self._drive(turn)
-        except StaleLease:
-            log.warning("session %s: lease superseded; this worker stops writing", self.session_id)
-        except Exception:
+        except StaleLease as exc:
+            log.info("session %s: lease superseded; this worker stops writing", self.session_id)
+            error = exc
+        except AcagentError as exc:  # the journal refused the turn's end (disk full, read-only)
+            # Reported once, to the watchers (TurnHalted); a log line would be a second copy.
+            log.info("session %s: the turn could not be recorded: %s", self.session_id, exc.message)
+            error = exc
+        except Exception as exc:
             log.exception("session %s: turn crashed", self.session_id)
+            error = AcagentError(f"the turn crashed: {exc!r}")
         finally:
+            self._halt_if_unended(error)
             await self._release()
+
+    def _halt_if_unended(self, error: AcagentError | None) -> None:
+        """A turn that stopped here without its end event committed ends its watchers' streams
+        with :class:`TurnHalted` (else they would wait forever for an end that never comes)."""
+        turn = self.turn
+        if turn is None or turn.outcome is not None or turn.interrupt_reason == "handoff":
+            return
+        sid = self.session_id
+        if isinstance(error, StaleLease) or turn.interrupt_reason == "lease_lost":
+            halt = TurnHalted(
+                f"another process took over session {sid} while this one was stopped or stalled past "
+                "its lease; this process stopped writing (the other one continues the turn)",
+                detail={"session_id": sid, "turn_id": turn.turn_id, "reason": "fenced"},
+            )
+        else:
+            why = error.message if error is not None else "the journal did not record the turn's end"
+            halt = TurnHalted(
+                f"{why}; session {sid} is unchanged and resumes with `acagent run --resume {sid}`",
+                detail={"session_id": sid, "turn_id": turn.turn_id, "reason": "journal"},
+            )
+        self.halted = halt
+        self.bus.halt(halt)
 
     async def _release(self) -> None:
         """Release the lease (if held), drop the turn, go idle and wake :meth:`wait`."""
@@ -235,6 +270,8 @@ class InProcessRunner(SessionPorts):
             with anyio.CancelScope(shield=True):
                 try:
                     await self.journal.release_lease(self.session_id, lease)
+                except AcagentError as exc:  # the lease expires by itself (or dies with this pid)
+                    log.info("session %s: releasing the lease failed: %s", self.session_id, exc.message)
                 except Exception:
                     log.exception("session %s: releasing the lease failed", self.session_id)
         if self.turn is not None:  # the cache outlives the turn (None again if the tools changed)
@@ -279,16 +316,26 @@ class InProcessRunner(SessionPorts):
 
     async def _fail(self, turn: Turn, exc: Exception) -> None:
         err = find_acagent_error(exc)
-        if err is not None:  # a known failure (config, provider, journal): no traceback
+        if isinstance(err, StaleLease):  # fenced: not ours to write anything more
+            raise err from exc
+        if isinstance(err, JournalError):  # the turn cannot record anything: TurnHalted reports it
+            log.info("session %s: turn %s stopped: %s", self.session_id, turn.turn_id, err.message)
+            exc = err
+        elif err is not None:  # a known failure (config, provider): no traceback
             log.warning("session %s: turn %s failed: %s", self.session_id, turn.turn_id, err.message)
             exc = err
         else:
             log.exception("session %s: turn %s failed", self.session_id, turn.turn_id)
         with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-            await turn.fail(
-                error_type=exc.code if isinstance(exc, AcagentError) else type(exc).__name__,
-                message=exc.message if isinstance(exc, AcagentError) else (str(exc) or repr(exc)),
-            )
+            try:
+                await turn.fail(
+                    error_type=exc.code if isinstance(exc, AcagentError) else type(exc).__name__,
+                    message=exc.message if isinstance(exc, AcagentError) else (str(exc) or repr(exc)),
+                )
+            except AcagentError as second:
+                if isinstance(second, StaleLease) or not isinstance(exc, AcagentError):
+                    raise
+                raise exc from second  # the first failure names the cause (e.g. the full disk)
 
     def on_lease_check(self, held: bool, cancel: bool) -> None:
         """Called by the registry's lease keeper after renewing (or checking) this runner's lease.

@@ -32,10 +32,11 @@ async def replay_then_live(
     attach tests check on raw frames).
 
     Raises:
+        TurnHalted: the session's turn stopped in this process without recording its end.
         SubscriberEvicted: the subscriber fell more than ``maxsize`` events behind (re-attach
             with its last seq).
     """
-    sub = bus.subscribe(name, maxsize=maxsize, evict_after_drops=1)
+    sub = bus.subscribe(name, maxsize=maxsize, evict_after_drops=1, ends_on_halt=True)
     last = since
     try:
         while True:
@@ -50,6 +51,8 @@ async def replay_then_live(
                 continue
             yield event
             last = event.seq
+        if sub.error is not None:
+            raise sub.error
         if sub.evicted_reason:
             raise SubscriberEvicted(last)
     finally:

@@ -91,7 +91,8 @@ async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> s
             db.execute("COMMIT")
             return None
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite already rolled back on SQLITE_FULL/IOERR; keep that error
+                db.execute("ROLLBACK")
             raise
 
     refused = await _sqlite(journal)(tx)

@@ -149,7 +149,8 @@ def migrate(db: sqlite3.Connection) -> list[str]:
             )
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite already rolled back on SQLITE_FULL/IOERR; keep that error
+                db.execute("ROLLBACK")
             raise
         applied.append(fn.__name__)
     return applied

@@ -31,7 +31,8 @@ def transaction(db: sqlite3.Connection, fn: Callable[[], T]) -> T:
         db.execute("COMMIT")
         return out
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite already rolled back on SQLITE_FULL/IOERR; keep that error
+            db.execute("ROLLBACK")
         raise
 
 

@@ -316,7 +316,8 @@ class UsageQueries:
                 )
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite already rolled back on SQLITE_FULL/IOERR; keep that error
+                    db.execute("ROLLBACK")
                 raise
 
         await self._run(tx)
