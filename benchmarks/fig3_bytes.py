@@ -4,7 +4,7 @@ A real registry runs the benchmark turn (scripted model, one echo tool call, too
 on one session. For the turns around each history length, every byte this process hands to
 ``write()``/``pwrite()`` during the turn is counted (``wchar`` of ``/proc/self/io``: the journal,
 its WAL and WAL checkpoints, the JSONL transcript, acagent's context checkpoints), averaged over
-several consecutive turns so periodic work (WAL checkpoints, context checkpoints) is amortised as
+max(5, history / 2) consecutive turns so periodic work (WAL checkpoints, context checkpoints) is amortised as
 it is in a real session. The anchor is the turn's own events: the bytes of their JSONL envelopes,
 context checkpoints excluded. Journal commits per turn are counted by wrapping the journal's
 ``commit`` (benchmark-only).
@@ -59,7 +59,8 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
                     done += 1
                 first = await journal.get_session(row.id)
                 c0, w0 = commits[0], io_written()
-                for _ in range(per_point):
+                window = max(per_point, length // 2)  # long enough to include its share of checkpoints
+                for _ in range(window):
                     await runner.run_turn(USER_TEXT)
                     done += 1
                 await anyio.sleep(0.05)  # the transcript pump takes the last events
@@ -69,11 +70,11 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
                 out.append(
                     {
                         "history": length,
-                        "turns": per_point,
-                        "written": (w1 - w0) / per_point,
-                        "events_bytes": own / per_point,
-                        "events": len([e for e in events if e.type != "checkpoint"]) / per_point,
-                        "commits": (commits[0] - c0) / per_point,
+                        "turns": window,
+                        "written": (w1 - w0) / window,
+                        "events_bytes": own / window,
+                        "events": len([e for e in events if e.type != "checkpoint"]) / window,
+                        "commits": (commits[0] - c0) / window,
                     }
                 )
     return out
@@ -86,7 +87,7 @@ def measure_bytes(quick: bool) -> tuple[list[list[Any]], list[dict[str, Any]]]:
     data = anyio.run(_measure, lengths, per_point)
     rows = [
         [
-            f"{d['history']}",
+            f"{d['history']} ({d['turns']} turns)",
             f"{d['written'] / 1024:.1f} KB",
             f"{d['events_bytes'] / 1024:.1f} KB ({d['events']:.0f} events)",
             f"{d['written'] / d['events_bytes']:.2f}×",

@@ -6,9 +6,10 @@ into the in-memory model context and publishes them on the bus, in seq order. No
 subscriber before it is durable.
 
 Bursts (``assistant.delta``, ``tool.output``) are buffered by :meth:`SessionWriter.delta` and
-group-committed: the flush task commits whatever accumulated while the previous commit ran, so an
-idle stream pays one small transaction per delta and a fast one a transaction per batch. A
-commit of other events first takes the buffered deltas along (order is preserved). The buffer is
+committed in frames: the flush task waits ``frame_s`` (50 ms) after the first buffered delta,
+then commits what accumulated, so a stream pays at most one transaction per frame instead of one
+per token (each delta keeps its own event). A commit of other events first takes the buffered
+deltas along (order is preserved), so a fast reply's deltas ride in its step commit. The buffer is
 bounded: :meth:`SessionWriter.backpressure` makes the producer wait while it is over
 ``max_buffered`` (e.g. while another process holds the SQLite write lock).
 """
@@ -70,6 +71,7 @@ class SessionWriter:
         context: ContextBuilder,
         *,
         max_buffered: int = 5000,
+        frame_s: float = 0.05,
     ) -> None:
         self.journal = journal
         self.session_id = session_id
@@ -80,6 +82,8 @@ class SessionWriter:
         self._lock = anyio.Lock()
         self._wake = anyio.Event()
         self._max_buffered = max_buffered
+        self.frame_s = frame_s
+        """How long the flush task lets deltas gather before committing them, seconds."""
 
     async def commit(
         self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op] = ()
@@ -157,8 +161,10 @@ class SessionWriter:
             await self.commit([])
 
     async def flush_loop(self) -> None:
-        """Run until cancelled: commit buffered deltas as they arrive (group commit)."""
+        """Run until cancelled: commit buffered deltas one frame (``frame_s``) after they start arriving."""
         while True:
             await self._wake.wait()
+            if self.frame_s > 0:
+                await anyio.sleep(self.frame_s)
             self._wake = anyio.Event()
             await self.flush()
