@@ -75,6 +75,12 @@ class ErrorEnvelope(BaseModel):
     error: ErrorBody
 
 
+class RenameSession(BaseModel):
+    """``PATCH /v1/sessions/{id}`` body."""
+
+    title: str
+
+
 class CreateSession(BaseModel):
     """``POST /v1/sessions`` body."""
 
@@ -431,6 +437,15 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.get("/v1/sessions/{session_id}", response_model=SessionOut, responses=ERRORS, tags=["sessions"])
     async def get_session(session_id: str) -> dict[str, Any]:
         """Status, last seq, pending approvals, usage, warnings."""
+        row = await state.journal.get_session(session_id)
+        return _session_out(state, row, await _pending_by_session(state, session_id))
+
+    @app.patch("/v1/sessions/{session_id}", response_model=SessionOut, responses=ERRORS, tags=["sessions"])
+    async def patch_session(session_id: str, body: RenameSession) -> dict[str, Any]:
+        """Rename the session (``{"title": "…"}``; the web page's Rename, ``sessions rename``)."""
+        from acagent.store._manage import rename_session
+
+        await rename_session(state.journal, session_id, body.title)
         row = await state.journal.get_session(session_id)
         return _session_out(state, row, await _pending_by_session(state, session_id))
 

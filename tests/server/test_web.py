@@ -23,7 +23,7 @@ import httpx
 import pytest
 import websockets.sync.client as wsc
 
-from tests.mockprovider import MockProvider
+from tests.mockprovider import MockProvider, TextReply
 from tests.server.conftest import Daemon, wait_for
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
@@ -272,5 +272,99 @@ def test_page_has_no_inline_script_and_shows_approvals_faithfully(
         browser.js("document.querySelector('#approvals .card button[data-decision=deny]').click(); true")
         d.wait_status(sid, ("done",))
         assert browser.errors() == []  # no CSP violation, no exception
+    finally:
+        browser.close()
+
+
+def test_page_markdown_tools_status_sessions_and_phone(
+    start_daemon: Any, workspace: Path, tmp_path: Path, mock: MockProvider
+) -> None:
+    """Issue 17 (web): markdown (a code block is a <pre><code> with a Copy button), tool cards that
+    expand, the live status during a slow turn, full ids in the session list, rename and the
+    transcript download, a 390×844 viewport without horizontal scroll, and the reconnect state."""
+    port = _free_port()
+    d: Daemon = start_daemon("--port", str(port))
+    sid = d.create(workspace, title="web features")["id"]
+    browser = Browser(tmp_path / "profile")
+
+    def send(text: str) -> None:
+        browser.js(
+            f"document.getElementById('text').value = {json.dumps(text)}; "
+            "document.getElementById('composer').requestSubmit(); true"
+        )
+
+    try:
+        browser.goto(f"{d.url}/login?token={d.token}")
+        browser.goto(f"{d.url}/?cwd={workspace}#{sid}")
+        wait_for(lambda: browser.js("document.getElementById('conn').className") == "up", 15, what="attached")
+        assert sid in browser.js("document.getElementById('sessions').innerText")  # the whole id
+        # markdown
+        mock.script(
+            TextReply("Here is **bold** and `x`:\n\n```python\nprint('<b>hi</b>')\n```\n- one\n- two")
+        )
+        send("markdown please")
+        wait_for(lambda: browser.js("document.querySelector('#log .assistant pre > code') !== null"), 15)
+        assert (
+            browser.js("document.querySelector('#log .assistant pre > code').textContent")
+            == "print('<b>hi</b>')"
+        )
+        assert browser.js("document.querySelectorAll('#log .assistant li').length") == 2
+        assert browser.js("document.querySelector('#log .assistant strong').textContent") == "bold"
+        assert browser.js("document.querySelector('#log .assistant b') === null")  # text, never markup
+        assert browser.js("document.querySelector('#log .codeblock button.copy') !== null")
+        d.wait_status(sid, ("done",))
+        # the live status during a slow turn, gone at the end
+        send("slow 2 finally")
+        wait_for(
+            lambda: (
+                "waiting for the model" in (browser.js("document.getElementById('status').innerText") or "")
+            ),
+            10,
+        )
+        assert "Cancel to interrupt" in browser.js("document.getElementById('status').innerText")
+        d.wait_status(sid, ("done",))
+        wait_for(lambda: browser.js("document.getElementById('status').classList.contains('hidden')"), 10)
+        # a tool card: collapsed, expands to its output
+        send("shell echo from-the-card")
+        wait_for(lambda: browser.js("document.querySelectorAll('#approvals .card').length") == 1, 15)
+        browser.js("document.querySelector('#approvals .card button[data-decision=allow]').click(); true")
+        d.wait_status(sid, ("done",))
+        wait_for(
+            lambda: "→ ok" in browser.js("document.querySelector('#log details.tool summary').innerText"), 10
+        )
+        assert browser.js("document.querySelector('#log details.tool').open") is False
+        browser.js("document.querySelector('#log details.tool summary').click(); true")
+        assert browser.js("document.querySelector('#log details.tool').open") is True
+        assert "from-the-card" in browser.js("document.querySelector('#log details.tool .out').innerText")
+        # rename (PATCH) shows in the live list; the transcript downloads every event
+        assert httpx.patch(f"{d.url}/v1/sessions/{sid}", json={"title": "renamed here"},
+                           headers={"authorization": f"Bearer {d.token}"}).status_code == 200  # fmt: skip
+        wait_for(lambda: "renamed here" in browser.js("document.getElementById('sessions').innerText"), 10)
+        browser.js("document.getElementById('download').click(); true")
+        wait_for(lambda: browser.js("window.acagent.downloaded") == d.session(sid)["last_seq"], 10)
+        # phone-sized screen: no horizontal scroll
+        browser.call(
+            "Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=2, mobile=True
+        )
+        wait_for(lambda: browser.js("window.innerWidth") == 390, 5)
+        assert browser.js("document.documentElement.scrollWidth") <= 390
+        assert browser.js("document.body.scrollWidth") <= 390
+        browser.screenshot(SCREENSHOT.with_name("web-phone.png"))
+        assert browser.errors() == []
+        # the reconnect state names the cursor
+        last = browser.js("window.acagent.last")
+        d.terminate()
+        wait_for(
+            lambda: (
+                f"reconnecting… since seq {last}" in browser.js("document.getElementById('conn').innerText")
+            ),
+            15,
+        )
+        d2: Daemon = start_daemon("--port", str(port))
+        wait_for(
+            lambda: browser.js("document.getElementById('conn').className") == "up", 30, what="reconnected"
+        )
+        assert d2.session(sid)["last_seq"] == last
+        assert browser.js("window.acagent.rendered") == list(range(1, last + 1))  # no duplicate bubble
     finally:
         browser.close()

@@ -117,13 +117,15 @@ async function listSessions() {
   const cwd = $("cwd").value.trim();
   localStorage.setItem("acagent.cwd", cwd);
   try {
-    const rows = await api("GET", "/v1/sessions" + (cwd ? "?cwd=" + encodeURIComponent(cwd) : ""));
+    const wanted = $("sfilter").value;
+    const rows = (await api("GET", "/v1/sessions" + (cwd ? "?cwd=" + encodeURIComponent(cwd) : "")))
+      .filter((s) => !wanted || s.status === wanted);
     const ul = $("sessions"); ul.replaceChildren();
     for (const s of rows) {
       const li = el("li"); li.dataset.id = s.id;
       if (s.id === S.sid) li.classList.add("active");
       li.append(el("div", "t", s.title || "(untitled)"),
-                el("div", "m", s.status + " · " + s.id.slice(0, 16) + " · seq " + s.last_seq +
+                el("div", "m", s.status + " · " + s.id + " · seq " + s.last_seq +
                                 (s.pending_approvals.length ? " · approval pending" : "")),
                 el("div", "m", cwd ? "" : s.cwd));
       li.onclick = () => openSession(s.id);
@@ -163,9 +165,11 @@ function openSession(id) {
   Object.assign(S, { sid: id, last: 0, backoff: 0, seen: new Set(), rendered: [], streams: {}, tools: {},
                      approvals: {}, status: "", text: "" });
   $("log").replaceChildren(); $("approvals").replaceChildren();
+  Object.assign(ST, { active: false, tokens: 0, cost: null }); drawStatus();
   $("text").disabled = $("send").disabled = $("cancel").disabled = false;
   for (const li of document.querySelectorAll("#sessions li")) li.classList.toggle("active", li.dataset.id === id);
   $("shead").textContent = "Session " + id;
+  $("tools").classList.remove("hidden");
   history.replaceState(null, "", "#" + id);
   connect();
 }
@@ -180,8 +184,8 @@ function connect() {
   let ws;
   try { ws = new WebSocket(url, ["acagent.v1"]); } catch (e) { scheduleReconnect(gen); return; }
   S.ws = ws;
-  setConn("connecting… (since " + S.last + ")", "down");
-  ws.onopen = () => { if (gen === S.gen) setConn("live · since " + S.last, "up"); };
+  setConn((S.reconnects ? "reconnecting… since seq " : "connecting… since seq ") + S.last, "down");
+  ws.onopen = () => { if (gen === S.gen) { S.live = true; setConn("live · since seq " + S.last, "up"); } };
   ws.onmessage = (m) => {
     if (gen !== S.gen) return;
     let ev; try { ev = JSON.parse(m.data); } catch (_) { return; }
@@ -196,8 +200,8 @@ function connect() {
   };
   ws.onclose = (c) => {
     if (gen !== S.gen) return;
-    S.ws = null;
-    setConn("disconnected (" + c.code + (c.reason ? ": " + c.reason : "") + ") · retrying", "down");
+    S.ws = null; S.live = false; drawStatus();
+    setConn("reconnecting… since seq " + S.last + " (" + c.code + (c.reason ? ": " + c.reason : "") + ")", "down");
     scheduleReconnect(gen, c.code);
   };
 }
@@ -242,7 +246,56 @@ function dropPartial() {                // llm.retry supersedes the failed attem
 }
 function short(v, n) { const t = typeof v === "string" ? v : JSON.stringify(v); return t.length > n ? t.slice(0, n) + " …" : t; }
 
+// Markdown as it streams: re-rendered at most once per frame from the text so far.
+function drawMarkdown(s) {
+  if (s.pending) return;
+  s.pending = true;
+  requestAnimationFrame(() => {
+    s.pending = false;
+    if (s.final) return;
+    s.node.classList.add("md"); s.node.replaceChildren(window.acagentMd(s.text));
+  });
+}
+
+// The live status of a turn, as in the terminal: spinner, phase, elapsed, tokens (and cost).
+const ST = { active: false, phase: "", started: 0, tokens: 0, cost: null, retryUntil: 0, frame: 0 };
+const SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
+function statusFollow(ev) {
+  const p = ev.payload || {}, t = ev.type;
+  if (t === "turn.completed" || t === "turn.interrupted" || t === "turn.failed") { ST.active = false; drawStatus(); return; }
+  if (t === "turn.started" || t === "user.message" || t === "step.started") {
+    if (!ST.active) ST.started = Date.now();
+    ST.active = true; ST.phase = "waiting for the model";
+  } else if (!ST.active) return;
+  if (t === "assistant.delta") ST.phase = p.kind === "reasoning" ? "thinking" : "streaming";
+  else if (t === "tool.call" || t === "tool.started") ST.phase = "running `" + safeParts(p.name || "tool").text + "`";
+  else if (t === "approval.requested") ST.phase = p.kind === "question" ? "waiting for your answer" : "waiting for approval";
+  else if (t === "tool.result" || t === "assistant.message") ST.phase = "waiting for the model";
+  else if (t === "llm.retry") { ST.phase = "retrying"; ST.retryUntil = Date.now() + (p.delay_ms || 0); }
+  else if (t === "usage") {
+    ST.tokens = (p.session_input_tokens || 0) + (p.session_output_tokens || 0) || ST.tokens + (p.input_tokens || 0) + (p.output_tokens || 0);
+    const c = p.session_cost_usd != null ? p.session_cost_usd : p.cost_usd;
+    if (typeof c === "number") ST.cost = c;
+  }
+  drawStatus();
+}
+function drawStatus() {
+  const node = $("status");
+  if (!ST.active || !S.live) { node.classList.add("hidden"); node.textContent = ""; return; }
+  let phase = ST.phase;
+  if (phase === "retrying") { const left = (ST.retryUntil - Date.now()) / 1000; if (left >= 1) phase = "retrying in " + left.toFixed(0) + " s"; }
+  const parts = [SPIN[ST.frame++ % SPIN.length] + " " + phase, ((Date.now() - ST.started) / 1000).toFixed(1) + " s"];
+  if (ST.tokens) parts.push(ST.tokens.toLocaleString("en-US") + " tokens");
+  if (ST.cost != null) parts.push("$" + ST.cost.toFixed(4));
+  parts.push("Cancel to interrupt");
+  node.textContent = parts.join(" · ");
+  node.classList.remove("hidden");
+}
+setInterval(() => { if (ST.active) drawStatus(); }, 200);
+window.acagentStatus = ST;
+
 function render(ev) {
+  statusFollow(ev);
   const p = ev.payload || {};
   switch (ev.type) {
     case "session.created":
@@ -251,7 +304,9 @@ function render(ev) {
       S.status = p.status; $("hinfo").textContent = "status: " + p.status; break;
     case "user.message": add(el("div", "msg user", p.text)); break;
     case "assistant.delta": {
-      const s = stream(p); s.text += p.text; s.node.textContent = s.text; S.text = s.text; break;
+      const s = stream(p); s.text += p.text; S.text = s.text;
+      if (p.kind === "reasoning") s.node.textContent = s.text; else drawMarkdown(s);
+      break;
     }
     case "llm.retry":
       dropPartial();
@@ -266,16 +321,22 @@ function render(ev) {
       if (!p.text) { if (s) { s.node.remove(); delete S.streams[key]; } break; }
       if (!s) s = S.streams[key] = { node: add(el("div", "msg assistant", "")), step: p.step_id || "" };
       s.final = true; s.node.classList.remove("streaming");
-      s.node.textContent = p.text + (p.interrupted ? "  [interrupted]" : "");
+      s.text = p.text; s.pending = false;
+      s.node.classList.add("md"); s.node.replaceChildren(window.acagentMd(p.text));
+      if (p.interrupted) s.node.append(el("span", "note warn", "  [interrupted]"));
       S.text = p.text;
       const r = S.streams[(p.step_id || "") + "|reasoning"]; if (r) r.final = true;
       break;
     }
     case "tool.call": {
-      const node = add(el("div", "msg tool"));
-      node.append(el("div", "", "⚙ " + p.name + " " + short(p.arguments, 400)));
-      const out = el("pre", "out", ""); node.append(out);
-      S.tools[p.tool_call_id] = { node, out, len: 0 }; break;
+      const node = add(el("details", "msg tool"));   // expandable: the summary names the call
+      const summary = el("summary");
+      summary.append("⚙ " + safeParts(p.name).text + " ",
+                     safeNode("span", "", p.name === "shell" && p.arguments && typeof p.arguments.command === "string"
+                       ? "$ " + p.arguments.command : short(p.arguments, 400)));
+      const badge = el("span", "note", ""); summary.append(" ", badge);
+      const out = el("pre", "out", ""); node.append(summary, out);
+      S.tools[p.tool_call_id] = { node, out, len: 0, badge }; break;
     }
     case "tool.output": {
       const t = S.tools[p.tool_call_id]; if (!t) break;
@@ -286,8 +347,10 @@ function render(ev) {
       if (!t) { const node = add(el("div", "msg tool")); t = { node, out: el("pre", "out", ""), len: 0 }; node.append(t.out); }
       if (p.status !== "ok") t.node.classList.add(p.status === "error" ? "err" : "int");
       if (!t.len) t.out.textContent = short(p.content || "", 4000);
-      t.node.append(el("div", "note " + (p.status === "ok" ? "ok" : "warn"),
-                       "→ " + p.status + (p.exit_code != null ? " (exit " + p.exit_code + ")" : "")));
+      const result = "→ " + p.status + (p.exit_code != null ? " (exit " + p.exit_code + ")" : "") +
+                     (p.duration_ms != null ? " · " + (p.duration_ms / 1000).toFixed(1) + " s" : "");
+      if (t.badge) { t.badge.textContent = result; t.badge.className = "note " + (p.status === "ok" ? "ok" : "warn"); }
+      else t.node.append(el("div", "note " + (p.status === "ok" ? "ok" : "warn"), result));
       break;
     }
     case "approval.requested": showApproval(ev); break;
@@ -356,6 +419,33 @@ async function cancel() {
 $("composer").addEventListener("submit", send);
 $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) send(e); });
 $("cancel").onclick = cancel;
+$("sfilter").addEventListener("change", listSessions);
+$("rename").onclick = async () => {
+  if (!S.sid) return;
+  const title = window.prompt("New title for " + S.sid);
+  if (!title || !title.trim()) return;
+  try { await api("PATCH", "/v1/sessions/" + encodeURIComponent(S.sid), { title }); listSessions(); }
+  catch (e) { note(e.message, "err"); }
+};
+$("download").onclick = async () => {      // the transcript as JSONL, the format `acagent import` reads
+  if (!S.sid) return;
+  const lines = [];
+  let since = 0;
+  try {
+    for (;;) {
+      const page = await api("GET", "/v1/sessions/" + encodeURIComponent(S.sid) + "/events?since=" + since + "&limit=5000");
+      for (const e of page.events) lines.push(JSON.stringify(e));
+      if (!page.events.length || !page.more) break;
+      since = page.events[page.events.length - 1].seq;
+    }
+  } catch (e) { note(e.message, "err"); return; }
+  const url = URL.createObjectURL(new Blob([lines.join("\n") + "\n"], { type: "application/x-ndjson" }));
+  const a = el("a"); a.href = url; a.download = S.sid + ".jsonl"; document.body.append(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+  S.downloaded = lines.length;
+};
+// The session list stays current (status, title, last activity) while the page is visible.
+setInterval(() => { if (!document.hidden && !$("login")) listSessions(); }, 3000);
 $("refresh").onclick = listSessions;
 $("create").onclick = createSession;
 $("cwd").addEventListener("keydown", (e) => { if (e.key === "Enter") listSessions(); });
