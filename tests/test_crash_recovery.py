@@ -280,3 +280,25 @@ def test_resume_after_an_empty_reply_committed_before_turn_completed_ends_f50(
     assert len(mock.requests) == 1  # the committed step is not asked again
     types = [t for _, t, _ in _check_seqs(db, sid)]
     assert types.count("turn.completed") == 1
+
+
+def test_three_crashes_within_one_step_do_not_spend_the_provider_retries_f56(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
+    """SIGKILL mid-stream three times in one step (step_max_attempts is 3): the next resume still
+    gets its answer; crash-killed attempts are counted apart from provider failures."""
+    mock.default = lambda body: Script(chunks=_openai_first("true")[:3], sleeps=0.05)
+    base = ("--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url)
+    crash = {"ACAGENT_CRASH_AT": "mid_stream"}
+    first = cli("run", *base, "go", cwd=workspace, extra_env=crash)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    db = _journal(cli.home)
+    sid = db.execute("SELECT id FROM session").fetchone()[0]
+    for _ in range(2):
+        again = cli("run", "--resume", sid, *base, cwd=workspace, extra_env=crash)
+        assert again.returncode == -signal.SIGKILL, again.stderr
+    mock.default = lambda body: openai_text(FINAL)
+    last = cli("run", "--resume", sid, *base, cwd=workspace)
+    assert last.returncode == 0, last.stderr
+    assert last.stdout.strip() == FINAL
+    assert db.execute("SELECT status FROM session").fetchone()[0] == "done"

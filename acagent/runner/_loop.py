@@ -37,7 +37,13 @@ from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
 from acagent.store import ACTIVE, AddUsage, FinishStep, InsertStep, InsertToolCall, SetStatus
 
-__all__ = ["AgenticLoop", "TurnEnded"]
+__all__ = ["MAX_CRASHED_ATTEMPTS", "AgenticLoop", "TurnEnded"]
+
+PROCESS_DIED = "process died"
+"""``step.error`` of an attempt whose process died mid-call (found inflight on resume)."""
+MAX_CRASHED_ATTEMPTS = 10
+"""Crash-killed attempts of one step before the turn fails as a crash loop (not a setting:
+crashes are not expected; the bound only stops a reply that kills the process every time)."""
 
 log = logging.getLogger("acagent.loop")
 
@@ -90,6 +96,9 @@ class AgenticLoop:
         step_id = f"{turn.session_id}|{turn.context.last_seq}|{digest[:16]}"
         attempts = await turn.journal.step_attempts(turn.session_id, step_id)
         attempt = 1
+        # A crash-killed attempt is not a provider failure (F56): only provider failures spend
+        # ``step_max_attempts``; crashes have their own, larger bound (a crash loop still ends).
+        crashed = sum(1 for a in attempts if a.status == "failed" and a.error == PROCESS_DIED)
         if attempts:
             prev = attempts[-1]
             if prev.status == "done":
@@ -100,7 +109,8 @@ class AgenticLoop:
                 return False
             attempt = prev.attempt + 1
             if prev.status == "inflight":
-                # Its process died mid-call: the retry is counted and visible.
+                # Its process died mid-call: the retry is counted (as a crash) and visible.
+                crashed += 1
                 await turn.writer.commit(
                     [
                         (
@@ -115,14 +125,22 @@ class AgenticLoop:
                             ),
                         )
                     ],
-                    ops=[FinishStep(prev.request_id, "failed", "process died")],
+                    ops=[FinishStep(prev.request_id, "failed", PROCESS_DIED)],
                 )
         tools = await turn.definitions()
         while True:
-            if attempt > settings.timing.step_max_attempts:
+            if crashed >= MAX_CRASHED_ATTEMPTS:
+                await turn.fail(
+                    error_type="crash_loop",
+                    message=f"the process making this LLM call died {crashed} times; not trying again",
+                    retryable=True,
+                )
+                raise TurnEnded
+            if attempt - crashed > settings.timing.step_max_attempts:
                 await turn.fail(
                     error_type="retries_exhausted",
-                    message=f"the LLM step failed after {attempt - 1} attempts",
+                    message=f"the LLM step failed after {attempt - 1 - crashed} attempts"
+                    + (f" (and {crashed} more cut short by a process crash)" if crashed else ""),
                     retryable=True,
                 )
                 raise TurnEnded
@@ -152,7 +170,7 @@ class AgenticLoop:
             try:
                 response = await self._stream(turn, request, turn_id, step_id, attempt)
             except ProviderError as exc:
-                if exc.retryable and attempt < settings.timing.step_max_attempts:
+                if exc.retryable and attempt - crashed < settings.timing.step_max_attempts:
                     delay = self._delay(attempt, getattr(exc, "retry_after_s", None), settings)
                     await turn.writer.commit(
                         [
@@ -303,7 +321,9 @@ class AgenticLoop:
         # F23: a call cut by the output limit carries OUTPUT_LIMIT_ERROR and is never run.
         cut = [c.name for c in calls if c.arguments_error == OUTPUT_LIMIT_ERROR]
         if response.finish_reason == "length" and (cut or not calls):
-            where = f" in the middle of the arguments of tool call {cut[0]!r}, which was not run" if cut else ""
+            where = (
+                f" in the middle of the arguments of tool call {cut[0]!r}, which was not run" if cut else ""
+            )
             events.append(
                 (
                     "error",
