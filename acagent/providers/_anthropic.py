@@ -28,7 +28,7 @@ from acagent.errors import ConfigError
 from acagent.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from acagent.providers._anthropic_stream import AnthropicStreamedResponse, map_api_errors
 from acagent.providers._base import ModelRequest, ToolDefinition
-from acagent.providers._body import BodyEncoder
+from acagent.providers._body import BodyEncoder, EncodedArray
 from acagent.providers._sdk import SDKProvider
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class AnthropicProvider(SDKProvider):
         head: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens, "stream": True}
         if request.system.strip():
             head["system"] = request.system
-        raw = {"messages": self._encoder.messages(request.messages)}
+        raw: dict[str, bytes | EncodedArray] = {"messages": self._encoder.messages(request.messages)}
         if request.tools:
             raw["tools"] = self._encoder.tools(request.tools, lambda: to_anthropic_tools(request.tools))
         return BodyEncoder.body(head, raw)

@@ -14,14 +14,14 @@ so a retried step sends the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from acagent.messages import Message
 
-__all__ = ["BodyEncoder"]
+__all__ = ["BodyEncoder", "EncodedArray"]
 
 WireMessages = Callable[[Message], list[dict[str, Any]]]
 """``message -> wire dicts`` (one context message may become several wire messages)."""
@@ -46,6 +46,10 @@ class BodyEncoder:
         self._merge = merge
         self._cache: dict[int, tuple[Message, list[tuple[dict[str, Any], bytes]]]] = {}
         self._tools: tuple[object, bytes] | None = None
+        self._last: tuple[list[Message], list[tuple[dict[str, Any], bytes]], list[int]] = ([], [], [])
+        """The previous call: its messages, its wire items, and per message the item count so far."""
+        self._merged: list[bool] = []
+        """Per message of the previous call: its first wire item merged into the item before."""
         self.encoded = 0
 
     def _entry(self, message: Message) -> list[tuple[dict[str, Any], bytes]]:
@@ -57,20 +61,46 @@ class BodyEncoder:
         self._cache[id(message)] = (message, wire)
         return wire
 
-    def messages(self, messages: Sequence[Message], prefix: Sequence[dict[str, Any]] = ()) -> bytes:
-        """The JSON array of the wire messages of ``prefix`` + ``messages``."""
-        out: list[tuple[dict[str, Any], bytes]] = [(d, orjson.dumps(d)) for d in prefix]
-        for message in messages:
+    def messages(self, messages: Sequence[Message], prefix: Sequence[dict[str, Any]] = ()) -> EncodedArray:
+        """The JSON array of the wire messages of ``prefix`` + ``messages``.
+
+        The previous call's result is reused up to the first message that differs (compared by
+        identity): a call with one new message maps, merges and encodes only that message.
+        """
+        head = [(d, orjson.dumps(d)) for d in prefix]
+        last_msgs, last_out, last_marks = self._last
+        same = 0
+        if [d for d, _ in head] == [d for d, _ in last_out[: len(head)]] and len(last_marks) > 0:
+            limit = min(len(messages), len(last_msgs))
+            while same < limit and messages[same] is last_msgs[same]:
+                same += 1
+        # Restart at a message that did not merge into the one before it: the items before it
+        # are then exactly what the previous call built for those messages.
+        last_merged = self._merged
+        while 0 < same < len(last_merged) and last_merged[same]:
+            same -= 1
+        out = head if same == 0 else list(last_out[: last_marks[same - 1]])
+        marks = [] if same == 0 else list(last_marks[:same])
+        merged_flags = [] if same == 0 else list(last_merged[:same])
+        for message in messages[same:]:
+            first = True
+            merged_here = False
             for item in self._entry(message):
                 merged = self._merge(out[-1][0], item[0]) if out else None
                 if merged is not None:
                     out[-1] = (merged, orjson.dumps(merged))
+                    merged_here = merged_here or first
                 else:
                     out.append(item)
+                first = False
+            marks.append(len(out))
+            merged_flags.append(merged_here)
+        self._last = (list(messages), out, marks)
+        self._merged = merged_flags
         if len(self._cache) > 2 * len(messages) + 64:  # forget messages no longer sent
             keep = {id(m) for m in messages}
             self._cache = {k: v for k, v in self._cache.items() if k in keep}
-        return b"[" + b",".join(b for _, b in out) + b"]"
+        return EncodedArray([b for _, b in out])  # joined once, in body()
 
     def tools(self, tools: object, encode: Callable[[], list[dict[str, Any]]]) -> bytes:
         """The JSON of the tool list ``tools`` (encoded once per list object)."""
@@ -79,10 +109,35 @@ class BodyEncoder:
         return self._tools[1]
 
     @staticmethod
-    def body(head: dict[str, Any], raw: dict[str, bytes]) -> bytes:
-        """``head`` as a JSON object with the pre-encoded members ``raw`` spliced in, in order."""
+    def body(head: dict[str, Any], raw: Mapping[str, bytes | EncodedArray]) -> bytes:
+        """``head`` as a JSON object with the pre-encoded members ``raw`` spliced in, in order.
+
+        The body is joined once (a 500-turn history is megabytes: every extra copy shows)."""
         start = orjson.dumps(head)
-        members = b"".join(b',"' + k.encode() + b'":' + v for k, v in raw.items())
-        if start == b"{}":
-            return b"{" + members[1:] + b"}"
-        return start[:-1] + members + b"}"
+        pieces: list[bytes] = [start[:-1]] if start != b"{}" else [b"{"]
+        for n, (key, value) in enumerate(raw.items()):
+            pieces.append((b',"' if n or start != b"{}" else b'"') + key.encode() + b'":')
+            if isinstance(value, EncodedArray):
+                pieces.append(b"[")
+                for i, item in enumerate(value.items):
+                    if i:
+                        pieces.append(b",")
+                    pieces.append(item)
+                pieces.append(b"]")
+            else:
+                pieces.append(value)
+        pieces.append(b"}")
+        return b"".join(pieces)
+
+
+class EncodedArray:
+    """A JSON array kept as its encoded items until the body is joined (joined once there);
+    ``bytes(array)`` is the array on its own."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[bytes]) -> None:
+        self.items = items
+
+    def __bytes__(self) -> bytes:
+        return b"[" + b",".join(self.items) + b"]"

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from acagent.errors import ConfigError
 from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from acagent.providers._base import ModelRequest, ToolDefinition
-from acagent.providers._body import BodyEncoder
+from acagent.providers._body import BodyEncoder, EncodedArray
 from acagent.providers._openai_stream import OpenAIStreamedResponse, map_api_errors
 from acagent.providers._sdk import SDKProvider
 
@@ -212,7 +212,9 @@ class OpenAIProvider(SDKProvider):
     def encode_body(self, request: ModelRequest) -> bytes:
         """The JSON request body (deterministic; each message encoded once, see ``_body``)."""
         system = [{"role": "system", "content": request.system}] if request.system else []
-        raw = {"messages": self._encoder.messages(request.messages, prefix=system)}
+        raw: dict[str, bytes | EncodedArray] = {
+            "messages": self._encoder.messages(request.messages, prefix=system)
+        }
         if request.tools:
             raw["tools"] = self._encoder.tools(request.tools, lambda: to_openai_tools(request.tools))
         return BodyEncoder.body(self._request_head(request), raw)

@@ -81,3 +81,35 @@ async def test_the_body_sent_is_the_documented_mapping(mock: MockProvider, api: 
     assert sent.status == 200 and sent.json == expected
     assert sent.headers["content-type"] == "application/json"
     assert json.loads(sent.body) == expected
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_reused_prefix_gives_the_mapping_for_any_sequence(api: str) -> None:
+    """Growing, shrinking and edited histories (same-role runs that must merge included): every
+    body equals the documented mapping, whatever the previous call left cached."""
+    import random
+
+    rng = random.Random(7)
+    pool = [
+        Message(role="user", parts=[TextPart(text="u1")]),
+        Message(role="user", parts=[TextPart(text="u2")]),
+        Message(role="assistant", parts=[TextPart(text="a1")]),
+        Message(role="assistant", parts=[TextPart(text="a2")]),
+        Message(role="user", parts=[ToolResultPart(tool_call_id="c", name="echo", content="r")]),
+    ]
+    provider = (OpenAIProvider if api == "openai" else AnthropicProvider)(
+        "m", base_url="http://127.0.0.1:9", api_key="k"
+    )
+    messages: list[Message] = []
+    for _ in range(300):
+        op = rng.random()
+        if op < 0.6 or not messages:
+            messages = [*messages, rng.choice(pool)]
+        elif op < 0.8:
+            messages = messages[: rng.randrange(len(messages))]
+        else:
+            i = rng.randrange(len(messages))
+            messages = [*messages[:i], rng.choice(pool), *messages[i + 1 :]]
+        sent = json.loads(provider.encode_body(make_request(messages, system="s")))["messages"]
+        expected = to_openai_messages("s", messages) if api == "openai" else to_anthropic_messages(messages)
+        assert sent == expected
