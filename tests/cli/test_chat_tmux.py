@@ -28,6 +28,15 @@ pytestmark = [
 ]
 
 F07_COMMAND = """bash -c 'trap "" INT TERM HUP; sleep 1000 & echo "child=$!"; while true; do sleep 1; done'"""
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def save_capture(name: str, screen: str) -> None:
+    """Keep a terminal capture in docs/screenshots/ when ``ACAGENT_SCREENSHOTS=1`` (never by default)."""
+    if os.environ.get("ACAGENT_SCREENSHOTS") == "1":
+        (SCREENSHOTS / name).write_text(screen + "\n")
+
+
 KILL_GRACE_S = 2.0
 """``timing.tool_kill_grace_s`` (the default): SIGTERM, this long, then SIGKILL."""
 
@@ -354,6 +363,7 @@ def test_approval_shows_hidden_characters_escaped(term: Tmux, mock: MockProvider
     screen = term.wait_text("allow? [y/n/a]")
     assert "$ echo safe \\u202e;lmth.exe\\u202c\\x1b[2K\\x0drm\\u200b -rf nothing" in screen
     assert "⚠ hidden characters shown escaped: 2 bidi control, 2 control, 1 zero-width" in screen
+    save_capture("chat-approval-escaped.txt", screen)
     for hidden in ("\u202e", "\u202c", "\u200b"):
         assert hidden not in screen
     term.type("n")
@@ -379,6 +389,7 @@ def test_status_line_and_type_ahead(term: Tmux, mock: MockProvider) -> None:
     term.wait_text("Ctrl-C to interrupt", after=mark, timeout=5)
     assert time.monotonic() - sent < 0.5 + 0.3  # 0.5 s, plus one tmux capture round
     screen = term.wait_text("running `shell`", after=mark)
+    save_capture("chat-status.txt", screen)
     assert re.search(r"running `shell` · \d+\.\d s", screen), screen[mark:]
     term.wait_text("The tool", after=mark)
     term.type("typed ahead", enter=False)  # mid-answer
