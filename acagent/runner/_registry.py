@@ -91,6 +91,7 @@ class SessionRegistry:
         self._interactive = interactive
         self._transcripts: dict[str, TranscriptWriter] = {}
         self._pumps: dict[str, anyio.Event] = {}
+        self._transcript_started: set[str] = set()
 
     @classmethod
     @asynccontextmanager
@@ -192,6 +193,22 @@ class SessionRegistry:
         Raises:
             SessionNotFound: unknown id.
         """
+        runner = await self.attach_runner(session_id)
+        if session_id not in self._transcript_started:
+            self._transcript_started.add(session_id)
+            await self._start_transcript(runner)
+        return runner
+
+    async def attach_runner(self, session_id: str) -> InProcessRunner:
+        """The runner of a session for a stream attach: its bus, nothing more.
+
+        Creating it costs one session-row read, whatever the session's size: no transcript read
+        or repair (that happens when the session is next driven, through :meth:`get_runner`,
+        before anything is published) and no context rebuild (a turn loads the context).
+
+        Raises:
+            SessionNotFound: unknown id.
+        """
         runner = self.runners.get(session_id)
         if runner is not None:
             return runner
@@ -214,7 +231,6 @@ class SessionRegistry:
         self.runners[session_id] = runner
         if self._prewarm:
             self._tg.start_soon(prewarm, runner.model_id)  # the SDK import, off the loop, early
-        await self._start_transcript(runner)
         return runner
 
     def busy_count(self) -> int:
@@ -294,9 +310,10 @@ class SessionRegistry:
         """Drop idle runners without subscribers from memory. Returns how many were dropped."""
         dropped = 0
         for sid, runner in list(self.runners.items()):
-            if runner.is_busy or len(runner.bus.subscribers) > 1:  # the transcript writer is one
+            if runner.is_busy or any(sub.name != "transcript" for sub in runner.bus.subscribers):
                 continue
             self.runners.pop(sid, None)
+            self._transcript_started.discard(sid)
             await runner.aclose()
             done = self._pumps.pop(sid, None)
             if done is not None:

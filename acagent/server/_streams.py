@@ -203,7 +203,7 @@ async def _stream(
     """The stream proper: reset (F30), re-sent approvals (F14), journal replay, then live."""
     session_id, since = conn.session_id, conn.since
     for attempt in range(3):
-        runner = await state.registry.get_runner(session_id)
+        runner = await state.registry.attach_runner(session_id)  # no transcript read, no context build
         if not runner.bus.closed:
             break
         await anyio.sleep(0.05 * (attempt + 1))  # hibernated meanwhile: rebuilt next call
