@@ -21,7 +21,6 @@ request id (spec: basic/utilities/cancellation).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -35,6 +34,7 @@ from mcp import ClientSession
 from mcp.shared.exceptions import McpError
 
 from acagent.mcp._config import ServerSpec, expand_vars
+from acagent.mcp._convert import StartError, describe_failure, to_result
 from acagent.mcp._schema import ToolInfo, tool_infos
 from acagent.mcp._transport import StdioProcess, open_stdio
 from acagent.tools import ToolResult
@@ -49,7 +49,6 @@ if not _sdk_log.handlers:
     _sdk_log.addHandler(logging.NullHandler())
     _sdk_log.propagate = False
 MAX_RESTARTS = 5
-RESULT_LIMIT_CHARS = 30_000
 _CLIENT_INFO = types.Implementation(name="acagent", version="1")
 
 
@@ -143,7 +142,9 @@ class McpServer:
                 was_ready, conn = await self._serve_once()
                 error = self._exit_reason(conn)
             except Exception as exc:
-                error = self.spec.redact(_describe(exc, self))
+                error = self.spec.redact(
+                    describe_failure(exc, self.spec.config.url, self._conn.process if self._conn else None)
+                )
             self._conn, self.pid = None, None
             if not was_ready and self.generation == 0:
                 self._set("failed", error)
@@ -203,7 +204,7 @@ class McpServer:
                 except Exception as exc:
                     if process is not None and process.closed.is_set():
                         await process.wait_exit(1.0)
-                        raise _StartError(f"the server {process.describe_exit()}") from exc
+                        raise StartError(f"the server {process.describe_exit()}") from exc
                     raise
                 self._conn = conn
                 ready = True
@@ -377,9 +378,10 @@ class McpServer:
             return ToolResult(f"error: the connection to MCP server {self.name!r} ended", status="error")
         except Exception as exc:  # a foreign error from the SDK/transport: one line, never a traceback
             return ToolResult(
-                f"error: MCP call failed: {self.spec.redact(_describe(exc, self))}", status="error"
+                f"error: MCP call failed: {self.spec.redact(describe_failure(exc, self.spec.config.url, self._conn.process if self._conn else None))}",
+                status="error",
             )
-        return _to_result(result)
+        return to_result(result)
 
     async def _cancel_request(self, session: ClientSession, request_id: int, reason: str) -> None:
         """Send ``notifications/cancelled`` (shielded, at most 1 s)."""
@@ -391,50 +393,3 @@ class McpServer:
                 await session.send_notification(types.ClientNotification(note))
             except Exception as exc:  # the connection may already be gone
                 log.debug("cannot send notifications/cancelled to %r: %s", self.name, exc)
-
-
-class _StartError(Exception):
-    """A server that ended before it answered ``initialize``/``tools/list`` (message: how)."""
-
-
-def _to_result(result: types.CallToolResult) -> ToolResult:
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, types.ImageContent | types.AudioContent):
-            parts.append(f"[{block.type}: {block.mimeType}, {len(block.data) * 3 // 4} bytes]")
-        elif isinstance(block, types.EmbeddedResource):
-            res = block.resource
-            parts.append(res.text if isinstance(res, types.TextResourceContents) else f"[resource {res.uri}]")
-        else:
-            parts.append(f"[{block.type}]")
-    if not parts and result.structuredContent is not None:
-        parts.append(json.dumps(result.structuredContent, ensure_ascii=False))
-    text = "\n".join(parts) or "(no output)"
-    if len(text) > RESULT_LIMIT_CHARS:
-        half = RESULT_LIMIT_CHARS // 2
-        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
-    return ToolResult(text, status="error" if result.isError else "ok")
-
-
-def _describe(exc: BaseException, server: McpServer) -> str:
-    """One line for a connection failure (exception groups unwrapped to their first leaf)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    import httpx
-
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase} from {exc.request.url}"
-    if isinstance(exc, httpx.HTTPError):
-        return f"cannot reach {server.spec.config.url}: {type(exc).__name__}: {exc}"
-    if isinstance(exc, FileNotFoundError):
-        return str(exc) if "command not found" in str(exc) else f"cannot start: {exc}"
-    if isinstance(exc, McpError):
-        return f"the server answered an error: {exc.error.message}"
-    if isinstance(exc, TimeoutError | _StartError) and str(exc):
-        return str(exc)
-    conn = server._conn
-    if conn is not None and conn.process is not None and conn.process.closed.is_set():
-        return f"the server {conn.process.describe_exit()}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
