@@ -1,5 +1,8 @@
 """ToolExecutor: run a step's tool calls from their intent rows, one at a time, in order.
 
+Approvals of one step are requested all at once (F46): the user answers them in any order, and
+each call runs, in order, only after its own decision.
+
 Invariant 3 (tool intent first): a ``tool_call`` row exists (``dispatched``) before a tool runs;
 the row goes ``dispatched → running → done|failed`` (or through ``waiting_user`` for approval), and
 terminal rows never change. What a dead process left behind is resolved here too:
@@ -38,116 +41,98 @@ class ToolExecutor:
     """Runs the tool calls of a turn (see module docstring)."""
 
     async def run_open_calls(self, turn: Turn, rows: list[ToolCallRow]) -> None:
-        """Bring every row of ``turn`` to a terminal state, in order."""
-        for row in rows:
-            await self._run_one(turn, turn.turn_id, row)
+        """Bring every row of ``turn`` to a terminal state (F46: approvals asked all at once).
+
+        First every call is checked and every approval it needs is requested, so the user sees all
+        of a step's requests together and may answer them in any order; then the calls are run in
+        order, each only after its own decision. A call admitted without asking is judged again
+        right before it runs (an earlier call of the step may have written the workspace, F40).
+        """
+        prepared = [(row, await self._prepare(turn, turn.turn_id, row)) for row in rows]
+        for row, ready in prepared:
+            if ready is not None:
+                await self._settle(turn, turn.turn_id, row, *ready)
 
     async def _finish(self, turn: Turn, turn_id: str, row: ToolCallRow, result: ToolResult) -> None:
         event, op = close_row(turn_id, row, result)
         await turn.writer.commit([event], ops=[op])
 
-    async def _run_one(self, turn: Turn, turn_id: str, row: ToolCallRow) -> None:
+    async def _prepare(self, turn: Turn, turn_id: str, row: ToolCallRow) -> tuple[Any, Any] | None:
+        """Recover a ``running`` row, validate a ``dispatched`` one and request its approval.
+
+        Returns:
+            ``(tool, args)`` to settle, or None once the row is terminal (args may be None for a
+            row already waiting since an earlier process).
+        """
         timing = turn.settings.timing
         if row.status == "running":
             # the recorded group, and any process carrying the call's spawn marker (F45)
             await kill_call_processes(turn.session_id, row.tool_call_id, row.pid, timing.tool_kill_grace_s)
             if not row.idempotent:
                 await self._finish(turn, turn_id, row, ToolResult(INTERRUPTED_BY_CRASH, status="interrupted"))
-                return
+                return None
             await turn.writer.commit([], ops=[UpdateToolCall(row.tool_call_id, "dispatched", ("running",))])
             row.status = "dispatched"
         tool = turn.tools.get(row.name)
+        if row.status != "dispatched":
+            return (tool, None) if tool is not None else None
+        crash_point("after_tool_intent", turn.settings.crash_at)
+        error = None
         args: Any = None
-        if row.status == "dispatched":
-            crash_point("after_tool_intent", turn.settings.crash_at)
-            error = None
-            if tool is None:
-                error = f"unknown tool {row.name!r}; available: {', '.join(sorted(turn.tools))}"
-            elif row.arguments_error == OUTPUT_LIMIT_ERROR:  # F23: cut by the output limit
-                error = f"the tool call was {OUTPUT_LIMIT_ERROR}"
-            elif row.arguments_error:
-                error = (
-                    f"the tool call's arguments were not valid JSON, so it was not run: {row.arguments_error}"
-                )
-            else:
-                args, error = validate_arguments(tool, tool_call_arguments(row))
-            if error is not None or tool is None:
-                await self._finish(turn, turn_id, row, ToolResult(error or "invalid call", status="error"))
-                return
-            ctx = turn.tool_context(row)
-            interactive = getattr(tool, "interactive", False)
-            if interactive and not turn.interactive:
-                await self._finish(
-                    turn,
-                    turn_id,
-                    row,
-                    ToolResult("no interactive user is attached to answer", status="error"),
-                )
-                return
-            if interactive or turn.policy.needs_approval(tool, args, ctx, turn.settings.auto_approve):
-                summary = tool.approval_summary(args)
-                payload = make_payload(
-                    "approval.requested",
-                    turn_id=turn_id,
-                    tool_call_id=row.tool_call_id,
-                    name=row.name,
-                    arguments=tool_call_arguments(row),
-                    command=summary.get("command") if row.name == "shell" else None,
-                    kind="question" if interactive else "tool",
-                    question=summary.get("question") if interactive else None,
-                    notes=[] if interactive else turn.policy.approval_notes(tool, args, ctx),
-                )
-                await turn.writer.commit(
-                    [("approval.requested", payload)],
-                    ops=[
-                        UpdateToolCall(
-                            row.tool_call_id, "waiting_user", ("dispatched",), (("approval", "pending"),)
-                        ),
-                        SetStatus("waiting_user", ACTIVE, turn_id=turn_id),
-                    ],
-                )
-                row.status, row.approval = "waiting_user", "pending"
-        if row.status == "waiting_user":
-            crash_point("waiting_approval", turn.settings.crash_at)
-            decision, note = await turn.wait_for_approval(row)
-            resolved = (
-                "approval.resolved",
-                make_payload(
-                    "approval.resolved",
-                    turn_id=turn_id,
-                    tool_call_id=row.tool_call_id,
-                    decision=decision
-                    if decision in ("allow", "deny", "always", "timeout", "answered")
-                    else "allow",
-                    reason=note if decision != "answered" else None,
-                ),
-            )
-            if decision in ("deny", "timeout"):
-                text = "not run: denied by the user" if decision == "deny" else "not run: approval timed out"
-                result = ToolResult(
-                    text + (f" ({note})" if note and decision == "deny" else ""), status="denied"
-                )
-                event, op = close_row(turn_id, row, result)
-                await turn.writer.commit(
-                    [resolved, event], ops=[op, SetStatus("waiting_tool", ACTIVE, turn_id=turn_id)]
-                )
-                return
-            ops: list[Any] = [
-                UpdateToolCall(row.tool_call_id, "dispatched", ("waiting_user",)),
-                SetStatus("waiting_tool", ACTIVE, turn_id=turn_id),
-            ]
-            if decision == "always" and tool is not None:
-                rule = turn.policy.rule_for_always(
-                    tool, args if args is not None else tool_call_arguments(row), turn.tool_context(row)
-                )
-                if rule is not None:
-                    turn.policy.add_rule(rule)
-                    ops.append(SetApprovalRules(turn.policy.to_json()))
-            await turn.writer.commit([resolved], ops=ops)
-            row.status = "dispatched"
-            if decision == "answered":
-                turn.answers[row.tool_call_id] = note or ""
-        if tool is None:  # pragma: no cover  # rows reach here only with a known tool
+        if tool is None:
+            error = f"unknown tool {row.name!r}; available: {', '.join(sorted(turn.tools))}"
+        elif row.arguments_error == OUTPUT_LIMIT_ERROR:  # F23: cut by the output limit
+            error = f"the tool call was {OUTPUT_LIMIT_ERROR}"
+        elif row.arguments_error:
+            error = f"the tool call's arguments were not valid JSON, so it was not run: {row.arguments_error}"
+        else:
+            args, error = validate_arguments(tool, tool_call_arguments(row))
+        if error is not None or tool is None:
+            await self._finish(turn, turn_id, row, ToolResult(error or "invalid call", status="error"))
+            return None
+        interactive = getattr(tool, "interactive", False)
+        if interactive and not turn.interactive:
+            result = ToolResult("no interactive user is attached to answer", status="error")
+            await self._finish(turn, turn_id, row, result)
+            return None
+        if interactive or turn.policy.needs_approval(
+            tool, args, turn.tool_context(row), turn.settings.auto_approve
+        ):
+            await self._request(turn, turn_id, row, tool, args)
+        return tool, args
+
+    async def _request(self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> None:
+        """Commit ``approval.requested`` and move the row (and the session) to ``waiting_user``."""
+        interactive = getattr(tool, "interactive", False)
+        summary = tool.approval_summary(args)
+        payload = make_payload(
+            "approval.requested",
+            turn_id=turn_id,
+            tool_call_id=row.tool_call_id,
+            name=row.name,
+            arguments=tool_call_arguments(row),
+            command=summary.get("command") if row.name == "shell" else None,
+            kind="question" if interactive else "tool",
+            question=summary.get("question") if interactive else None,
+            notes=[] if interactive else turn.policy.approval_notes(tool, args, turn.tool_context(row)),
+        )
+        await turn.writer.commit(
+            [("approval.requested", payload)],
+            ops=[
+                UpdateToolCall(row.tool_call_id, "waiting_user", ("dispatched",), (("approval", "pending"),)),
+                SetStatus("waiting_user", ACTIVE, turn_id=turn_id),
+            ],
+        )
+        row.status, row.approval = "waiting_user", "pending"
+
+    async def _settle(self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> None:
+        """Wait for the row's own decision if it needs one, then run it (or close it denied)."""
+        judge = row.status == "dispatched" and args is not None and not getattr(tool, "interactive", False)
+        if judge and turn.policy.needs_approval(
+            tool, args, turn.tool_context(row), turn.settings.auto_approve
+        ):
+            await self._request(turn, turn_id, row, tool, args)  # judged again: see run_open_calls
+        if row.status == "waiting_user" and not await self._decide(turn, turn_id, row, tool, args):
             return
         if args is None:
             args, error = validate_arguments(tool, tool_call_arguments(row))
@@ -155,6 +140,50 @@ class ToolExecutor:
                 await self._finish(turn, turn_id, row, ToolResult(error or "invalid call", status="error"))
                 return
         await self._execute(turn, turn_id, row, tool, args)
+
+    async def _decide(self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> bool:
+        """Wait for the decision on a ``waiting_user`` row; True if it may run."""
+        crash_point("waiting_approval", turn.settings.crash_at)
+        if (await turn.journal.get_session(turn.session_id)).status != "waiting_user":
+            # an earlier call of the step ran meanwhile (waiting_tool): the session waits again
+            await turn.writer.commit([], ops=[SetStatus("waiting_user", ACTIVE, turn_id=turn_id)])
+        decision, note = await turn.wait_for_approval(row)
+        resolved = (
+            "approval.resolved",
+            make_payload(
+                "approval.resolved",
+                turn_id=turn_id,
+                tool_call_id=row.tool_call_id,
+                decision=decision
+                if decision in ("allow", "deny", "always", "timeout", "answered")
+                else "allow",
+                reason=note if decision != "answered" else None,
+            ),
+        )
+        if decision in ("deny", "timeout"):
+            text = "not run: denied by the user" if decision == "deny" else "not run: approval timed out"
+            result = ToolResult(text + (f" ({note})" if note and decision == "deny" else ""), status="denied")
+            event, op = close_row(turn_id, row, result)
+            await turn.writer.commit(
+                [resolved, event], ops=[op, SetStatus("waiting_tool", ACTIVE, turn_id=turn_id)]
+            )
+            return False
+        ops: list[Any] = [
+            UpdateToolCall(row.tool_call_id, "dispatched", ("waiting_user",)),
+            SetStatus("waiting_tool", ACTIVE, turn_id=turn_id),
+        ]
+        if decision == "always":
+            rule = turn.policy.rule_for_always(
+                tool, args if args is not None else tool_call_arguments(row), turn.tool_context(row)
+            )
+            if rule is not None:
+                turn.policy.add_rule(rule)
+                ops.append(SetApprovalRules(turn.policy.to_json()))
+        await turn.writer.commit([resolved], ops=ops)
+        row.status = "dispatched"
+        if decision == "answered":
+            turn.answers[row.tool_call_id] = note or ""
+        return True
 
     async def _execute(self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> None:
         timing = turn.settings.timing
