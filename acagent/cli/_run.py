@@ -134,6 +134,7 @@ async def _run(
         changed = anyio.Event()
         turn_id: str | None = None
         refused: list[dict[str, Any]] = []
+        prompts: list[Any] = []  # cancel scopes of open approval prompts (Ctrl-C cancels them)
 
         async def consume() -> None:
             nonlocal changed
@@ -148,9 +149,15 @@ async def _run(
                         with contextlib.suppress(AcagentError):
                             await _cancel(client, opened.remote)
                     else:
-                        decision = "allow" if settings.auto_approve else await _ask_approval(p, interactive)
-                        with contextlib.suppress(ApprovalNotFound):
-                            await client.answer(p["tool_call_id"], decision)
+                        with anyio.CancelScope() as prompt:
+                            prompts.append(prompt)
+                            decision = (
+                                "allow" if settings.auto_approve else await _ask_approval(p, interactive)
+                            )
+                        prompts.remove(prompt)
+                        if not prompt.cancelled_caught:
+                            with contextlib.suppress(ApprovalNotFound):
+                                await client.answer(p["tool_call_id"], decision)
                 if event.type in TURN_END:
                     ended[p.get("turn_id") or ""] = event
                     changed.set()
@@ -160,6 +167,7 @@ async def _run(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
+            tg.start_soon(_cancel_on_ctrl_c, client, opened.remote, prompts)
             try:
                 turn_id = await client.send(prompt)
                 while turn_id not in ended:
@@ -232,7 +240,6 @@ def _result(
 
 
 async def _ask_approval(payload: dict[str, Any], interactive: bool) -> str:
-    import anyio
 
     if not interactive:
         return "deny"
@@ -241,10 +248,49 @@ async def _ask_approval(payload: dict[str, Any], interactive: bool) -> str:
     name = safe_text(str(payload.get("name"))).text
     question = f"Allow {name}?\n{approval_text(payload)}\n[y]es / [n]o / [a]lways: "
 
-    def ask() -> str:
-        sys.stderr.write(question)
-        sys.stderr.flush()
-        answer = sys.stdin.readline().strip().lower()
-        return {"y": "allow", "yes": "allow", "a": "always", "always": "always"}.get(answer, "deny")
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    answer = (await _read_line()).strip().lower()
+    return {"y": "allow", "yes": "allow", "a": "always", "always": "always"}.get(answer, "deny")
 
-    return await anyio.to_thread.run_sync(ask)
+
+async def _read_line() -> str:
+    """One line from the terminal, read on the event loop (``wait_readable`` + ``os.read``), so a
+    cancel (Ctrl-C) ends the wait at once; a thread blocked in ``readline`` would hold it until
+    Enter."""
+    import anyio
+
+    fd = sys.stdin.fileno()
+    buf = b""
+    while not buf.endswith(b"\n"):
+        await anyio.wait_readable(fd)
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace")
+
+
+async def _cancel_on_ctrl_c(client: Any, remote: bool, prompts: list[Any]) -> None:
+    """Ctrl-C (SIGINT) at any point of ``run`` — streaming, a tool, an approval prompt — cancels
+    the turn as the user's cancel (``turn.interrupted`` reason ``user``); the approval prompt is
+    abandoned at once (the pending approval is closed by the cancel). A second Ctrl-C exits."""
+    import signal
+
+    import anyio
+
+    from acagent.errors import AcagentError
+
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            sys.stderr.write("\nacagent: cancelling the turn (Ctrl-C again to quit)\n")
+            sys.stderr.flush()
+            try:
+                with anyio.fail_after(10):
+                    await (client.cancel() if remote else client.cancel(reason="user"))
+            except (AcagentError, TimeoutError):
+                pass
+            for scope in prompts:  # the pending approval is closed by the cancel
+                scope.cancel()
+            break
+    # The receiver is closed: a second Ctrl-C is Python's KeyboardInterrupt (exit 130).
