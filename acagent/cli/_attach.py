@@ -41,7 +41,7 @@ def attach_command(
 ) -> None:
     """Attach to a session served by `acagent serve`: history since N, then live."""
     settings = build_settings()
-    from acagent.server.client import daemon_info
+    from acagent.client._discovery import daemon_info
 
     info = daemon_info(settings.home)
     if info is None:
@@ -51,11 +51,11 @@ def attach_command(
 
 
 async def _attach(settings: Any, info: Any, session_id: str, since: int, json_out: bool) -> int:
-    from acagent.server.client import RemoteSessionClient, _find, cursor_ahead
+    from acagent.client._remote import RemoteSessionClient, cursor_ahead, find_session
 
     client = RemoteSessionClient(settings.home, info, session_id)
     try:
-        row = await _find(client, session_id)
+        row = await find_session(client, session_id)
         client.session_id = str(row["id"])
         if since > int(row["last_seq"]):
             # Policy (docs/daemon.md): a cursor above the session's last seq ends attach with one

@@ -12,12 +12,12 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from acagent.cli._app import fail
+from acagent.client._opened import Opened
 from acagent.errors import AcagentError, find_acagent_error
 
 if TYPE_CHECKING:
@@ -165,20 +165,6 @@ def current_dir() -> str:
         raise UserError("the current directory no longer exists; cd to an existing directory") from None
 
 
-@dataclass
-class Opened:
-    """What :func:`open_client` yields."""
-
-    client: Any
-    """A :class:`~acagent.client.SessionClient`."""
-    session_id: str
-    created: bool
-    last_seq: int
-    """The session's last seq when it was opened (events after it belong to this run)."""
-    remote: bool
-    model: str | None
-
-
 @asynccontextmanager
 async def open_client(
     settings: Settings,
@@ -274,13 +260,12 @@ def _daemon_client_factory(settings: Settings) -> Any:
     """
     if not (settings.home / "daemon.json").exists():
         return None
-    try:
-        from acagent.server.client import daemon_info, open_remote
-    except ImportError:
-        return None
-    info = daemon_info(settings.home)
+    from acagent.client._discovery import daemon_info
+
+    info = daemon_info(settings.home)  # the pid must be alive: a stale daemon.json imports nothing more
     if info is None:
         return None
+    from acagent.client._remote import open_remote
 
     def factory(**kw: Any) -> Any:
         return open_remote(settings, info, **kw)

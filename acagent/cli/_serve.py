@@ -153,7 +153,7 @@ def serve_command(
 
 
 def _stop(settings: Any) -> int:
-    from acagent.server.client import daemon_info
+    from acagent.client._discovery import daemon_info
 
     info = daemon_info(settings.home)
     if info is None:
@@ -202,7 +202,8 @@ def status_command(
 
 
 async def _status(settings: Any) -> dict[str, Any]:
-    from acagent.server.client import RemoteSessionClient, daemon_info
+    from acagent.client._discovery import daemon_info
+    from acagent.client._remote import RemoteSessionClient
     from acagent.store import ACTIVE
 
     info = daemon_info(settings.home)

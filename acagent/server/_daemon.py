@@ -336,11 +336,11 @@ async def serve(
         DaemonRunning: a live daemon already serves ``settings.home``.
         UserError: the address cannot be bound.
     """
+    from acagent.client._discovery import daemon_info
     from acagent.runner import SessionRegistry
     from acagent.server._app import create_app
     from acagent.server._security import GuardConfig
     from acagent.server._state import DaemonState, hibernate
-    from acagent.server.client import daemon_info
 
     check_bind(options.host, options.allow_remote)
     home = settings.home
