@@ -1,0 +1,330 @@
+"""Compaction: replace the older part of the context by a summary, as one journaled LLM step.
+
+Called by the loop before an LLM call whose request is estimated above ``[context] compact_at``
+of the model's window, once after a provider refused a request as too long, and on request
+(``/compact``, ``acagent compact``, ``POST /v1/sessions/{id}/compact``). The steps:
+
+1. choose the cut (:func:`acagent.runner._cut.choose_cut`): only at a turn start, never past
+   the current turn's user message, keeping the most recent turns that fit in
+   ``keep_recent`` × window;
+2. the summary request is an LLM step like any other: a ``step`` row inflight before the call
+   (``step_id`` = ``session|compact|last_seq|digest``), so a crash mid-summary is retried once
+   more with the same request (``llm.retry`` ``process_died``), never paid twice silently;
+3. one transaction commits ``step.finished``, the call's ``usage``, ``context.compacted`` and a
+   ``checkpoint`` holding exactly the compacted context (summary merged into the first kept user
+   message, then every kept message verbatim) — resume loads that checkpoint plus its tail.
+
+A summary that is empty, or does not make the request smaller, raises :class:`CompactionFailed`
+(the turn then fails naming the limit): compaction never loops. The journal and the transcript
+keep the full history; only what is sent changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from acagent.errors import AcagentError, ProviderError
+from acagent.events import make_payload
+from acagent.messages import Message, TextPart
+from acagent.models._windows import model_window
+from acagent.providers._base import ModelRequest, Provider, TextDelta
+from acagent.runner._context import ContextBuilder
+from acagent.runner._cut import SUMMARY_SYSTEM, choose_cut, merge_summary, render_transcript
+from acagent.runner._window import BYTES_PER_TOKEN, RequestEstimator, bytes_to_tokens
+from acagent.runner._writer import crash_point
+from acagent.store import FinishStep, InsertStep
+
+__all__ = ["CompactionFailed", "CompactionPorts", "compact_context", "needs_compaction"]
+
+CRASH_POINTS = ("compact_before_call", "compact_mid_summary", "compact_before_commit")
+"""Test-only crash points of a compaction (``ACAGENT_CRASH_AT``)."""
+
+
+class CompactionFailed(AcagentError):
+    """The context could not be made smaller (nothing older to summarise, or a useless summary)."""
+
+    code = "context_too_large"
+    status_code = 422
+
+
+@dataclass
+class CompactionPorts:
+    """What a compaction needs of the turn it runs in."""
+
+    session_id: str
+    turn_id: str | None
+    journal: Any
+    writer: Any
+    """The session writer (``commit(events, ops=...)``); its commits fold into ``context``."""
+    context: ContextBuilder
+    provider: Callable[[], Awaitable[Provider]]
+    settings: Any
+    system_prompt: str
+    estimator: RequestEstimator
+    tools: list[Any]
+    budget: Any = None
+    """The process :class:`~acagent.runner._budget.Budget` (usage rows, metrics), or None."""
+
+
+def _model_id(provider: Provider) -> str:
+    return f"{provider.name}:{provider.model}"
+
+
+def needs_compaction(ports: CompactionPorts, model: str) -> tuple[bool, int, int]:
+    """``(over threshold, estimated request tokens, window)`` for the next request."""
+    window = model_window(model, ports.settings.models)
+    est = ports.estimator.estimate(ports.system_prompt, ports.context.messages, ports.tools)
+    limit = window.context_window * ports.settings.context.compact_at
+    return est > limit, est, window.context_window
+
+
+async def _first_kept_seq(ports: CompactionPorts, cut: int) -> int:
+    seqs = ports.context.seqs
+    if len(seqs) == len(ports.context.messages) and seqs[cut]:
+        return int(seqs[cut])
+    # Positions unknown (context loaded from a checkpoint older than compaction): the kept part
+    # starts at the k-th user.message from the end, k = turn starts from the cut on.
+    from acagent.runner._cut import turn_starts
+
+    k = sum(1 for i in turn_starts(ports.context.messages) if i >= cut)
+    users = [e.seq for e in await ports.journal.events(ports.session_id, 0) if e.type == "user.message"]
+    return int(users[-k]) if 0 < k <= len(users) else ports.context.last_seq
+
+
+async def _summarise(
+    ports: CompactionPorts, provider: Provider, request: ModelRequest, crash_at: str | None
+) -> Any:
+    timing = ports.settings.timing
+    with anyio.fail_after(timing.llm_timeout_s):
+        async with provider.request_stream(request) as stream:
+            seen = 0
+            async for event in stream:
+                if isinstance(event, TextDelta) and event.text:
+                    seen += 1
+                    if seen == 1:
+                        crash_point("compact_mid_summary", crash_at)
+            return stream.get()
+
+
+async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, Any]:
+    """Compact the context (module docstring) and return the ``context.compacted`` payload.
+
+    Raises:
+        CompactionFailed: nothing older than the current turn, an empty summary, a summary that
+            does not shrink the request, or the summary call failed for good.
+    """
+    settings = ports.settings
+    provider = await ports.provider()
+    model = _model_id(provider)
+    window = model_window(model, settings.models)
+    ctx = ports.context
+    messages = list(ctx.messages)
+    tokens_before = ports.estimator.estimate(ports.system_prompt, messages, ports.tools)
+    sizes = [bytes_to_tokens(ports.estimator.message_bytes(m)) for m in messages]
+    cut = choose_cut(messages, sizes, int(window.context_window * settings.context.keep_recent))
+    if cut is None:
+        raise CompactionFailed(
+            f"the context ({tokens_before} tokens, estimated) is all the current turn: nothing older to "
+            f"summarise within the {window.context_window}-token window of {model}",
+            detail={"tokens": tokens_before, "window": window.context_window, "model": model},
+        )
+    first_kept_seq = await _first_kept_seq(ports, cut)
+    out_tokens = max(256, min(window.max_output_tokens, window.context_window // 8, 4096))
+    room = max(1000, window.context_window - out_tokens - bytes_to_tokens(len(SUMMARY_SYSTEM)) - 256)
+    transcript = render_transcript(messages[:cut], max_chars=room * BYTES_PER_TOKEN)
+    prompt = (
+        "Summarise this transcript of the session so far; the summary replaces it in the context.\n\n"
+        f"<transcript>\n{transcript}\n</transcript>"
+    )
+    digest = ctx.digest(ports.system_prompt)[:16]
+    step_id = f"{ports.session_id}|compact|{ctx.last_seq}|{digest}"
+    turn_id = ports.turn_id or "compact"
+    attempt = await _recover_attempt(ports, step_id, turn_id)
+    while True:
+        if attempt > settings.timing.step_max_attempts:
+            raise CompactionFailed(f"the summary request failed after {attempt - 1} attempts")
+        request_id = f"{step_id}|{attempt}"
+        request = ModelRequest(
+            system=SUMMARY_SYSTEM,
+            messages=[Message(role="user", parts=[TextPart(text=prompt)])],
+            tools=[],
+            request_id=request_id,
+            max_tokens=out_tokens,
+        )
+        await ports.writer.commit(
+            [
+                (
+                    "step.started",
+                    make_payload(
+                        "step.started",
+                        turn_id=turn_id,
+                        step_id=step_id,
+                        request_id=request_id,
+                        attempt=attempt,
+                    ),
+                )
+            ],
+            ops=[InsertStep(request_id, step_id, turn_id, digest, attempt)],
+        )
+        crash_point("compact_before_call", settings.crash_at)
+        try:
+            response = await _summarise(ports, provider, request, settings.crash_at)
+        except ProviderError as exc:
+            retry = exc.retryable and attempt < settings.timing.step_max_attempts
+            await ports.writer.commit(
+                [_retry_event(turn_id, attempt, exc.error_type, exc.message)] if retry else [],
+                ops=[FinishStep(request_id, "failed", exc.message)],
+            )
+            if not retry:
+                raise CompactionFailed(f"the summary request failed: {exc.message}") from exc
+            await anyio.sleep(
+                min(
+                    settings.timing.retry_max_delay_s, settings.timing.retry_base_delay_s * 2 ** (attempt - 1)
+                )
+            )
+            attempt += 1
+            continue
+        crash_point("compact_before_commit", settings.crash_at)
+        return await _commit(
+            ports,
+            response,
+            messages,
+            cut,
+            first_kept_seq,
+            tokens_before,
+            model,
+            reason,
+            step_id=step_id,
+            request_id=request_id,
+            attempt=attempt,
+            turn_id=turn_id,
+        )
+
+
+def _retry_event(turn_id: str, attempt: int, reason: str, error: str) -> tuple[str, dict[str, Any]]:
+    return (
+        "llm.retry",
+        make_payload("llm.retry", turn_id=turn_id, attempt=attempt, reason=reason, delay_ms=0, error=error),
+    )
+
+
+async def _recover_attempt(ports: CompactionPorts, step_id: str, turn_id: str) -> int:
+    attempts = await ports.journal.step_attempts(ports.session_id, step_id)
+    if not attempts:
+        return 1
+    prev = attempts[-1]
+    if prev.status == "inflight":  # its process died mid-summary: counted and visible
+        await ports.writer.commit(
+            [
+                _retry_event(
+                    turn_id,
+                    prev.attempt,
+                    "process_died",
+                    "the process making this call stopped before it finished",
+                )
+            ],
+            ops=[FinishStep(prev.request_id, "failed", "process died")],
+        )
+    return int(prev.attempt) + 1
+
+
+async def _commit(
+    ports: CompactionPorts,
+    response: Any,
+    messages: list[Message],
+    cut: int,
+    first_kept_seq: int,
+    tokens_before: int,
+    model: str,
+    reason: str,
+    *,
+    step_id: str,
+    request_id: str,
+    attempt: int,
+    turn_id: str,
+) -> dict[str, Any]:
+    summary = "".join(p.text for p in response.parts if isinstance(p, TextPart)).strip()
+    compacted = merge_summary(summary, messages[cut:]) if summary else []
+    seqs = [
+        first_kept_seq,
+        *(
+            ports.context.seqs[cut + 1 :]
+            if len(ports.context.seqs) == len(messages)
+            else [0] * (len(messages) - cut - 1)
+        ),
+    ]
+    tokens_after = (
+        RequestEstimator().estimate(ports.system_prompt, compacted, ports.tools) if summary else tokens_before
+    )
+    usage = response.usage
+    events: list[tuple[str, dict[str, Any]]] = [
+        (
+            "step.finished",
+            make_payload(
+                "step.finished",
+                turn_id=turn_id,
+                step_id=step_id,
+                request_id=request_id,
+                attempt=attempt,
+                finish_reason=response.finish_reason,
+            ),
+        ),
+    ]
+    ops: list[Any] = [FinishStep(request_id, "done")]
+    extra: dict[str, Any] = {}
+    if ports.budget is not None:
+        op, extra = await ports.budget.record(request_id, model, usage)
+        ops.append(op)
+    events.append(
+        (
+            "usage",
+            make_payload(
+                "usage",
+                turn_id=turn_id,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.input_tokens + usage.output_tokens,
+                purpose="compaction",
+                **extra,
+            ),
+        )
+    )
+    if not summary or tokens_after >= tokens_before:
+        await ports.writer.commit(events, ops=ops)  # the call was paid: its usage is kept
+        what = (
+            "an empty summary"
+            if not summary
+            else f"a summary that does not shrink it ({tokens_before} → {tokens_after} tokens)"
+        )
+        raise CompactionFailed(
+            f"compaction of the context produced {what}",
+            detail={"tokens_before": tokens_before, "tokens_after": tokens_after},
+        )
+    payload = make_payload(
+        "context.compacted",
+        summary=summary,
+        first_kept_seq=first_kept_seq,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        model=model,
+        reason=reason,
+    )
+    events.append(("context.compacted", payload))
+    events.append(
+        (
+            "checkpoint",
+            make_payload(
+                "checkpoint",
+                upto_seq=ports.context.last_seq,
+                messages=[m.model_dump(mode="json") for m in compacted],
+                message_seqs=seqs,
+            ),
+        )
+    )
+    await ports.writer.commit(events, ops=ops)
+    ports.estimator.reset()
+    return payload
