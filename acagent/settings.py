@@ -142,6 +142,10 @@ class Settings(BaseModel):
     selects the shared PostgreSQL journal (docs/scale-out.md); unset = SQLite in ``$ACAGENT_HOME``."""
     daemon_id: str | None = None
     """This daemon's id in a PostgreSQL cluster (``--daemon-id``; default ``host:port``)."""
+    tracing: bool = False
+    """OpenTelemetry export on: the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``…_TRACES_ENDPOINT``) is set."""
+    trace_content: bool = False
+    """Message text and tool input/output in spans (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``)."""
     limits: Limits = Field(default_factory=Limits)
     """``[limits]``: spend, token and turn caps (docs/limits.md)."""
     context: ContextSettings = Field(default_factory=ContextSettings)
@@ -224,6 +228,10 @@ def load_settings(
     data: dict[str, Any] = {**config, "home": home, "providers": providers, "timing": timing}
     if env.get("ACAGENT_MODEL"):
         data["model"] = env["ACAGENT_MODEL"]
+    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        data["tracing"] = True
+        content = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+        data["trace_content"] = content.strip().lower() in ("1", "true", "yes")
     if env.get("ACAGENT_CRASH_AT"):
         data["crash_at"] = env["ACAGENT_CRASH_AT"]
     if env.get("ACAGENT_DURABILITY"):

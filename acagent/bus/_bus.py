@@ -18,6 +18,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from acagent.events import Event
+from acagent.obs import metrics
 
 __all__ = ["RunnerEventBus", "Subscription"]
 
@@ -156,6 +157,7 @@ class RunnerEventBus:
                 sub._send.send_nowait(event)
             except anyio.WouldBlock:
                 sub.dropped += 1
+                metrics().bus_dropped()
                 if sub.evict_after_drops is not None and sub.dropped >= sub.evict_after_drops:
                     sub.evicted_reason = EVICT_REASON
                     self._remove(sub)

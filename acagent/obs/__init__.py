@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from acagent.obs._logs import JsonFormatter, RedactSecrets, log_context
 from acagent.obs._metrics import NullRecorder, PrometheusRecorder, enable_metrics, metrics, provider_of
-from acagent.obs._tracing import capture_content, configure_tracing, shutdown_tracing, span
+from acagent.obs._tracing import capture_content, configure_tracing, flush_tracing, shutdown_tracing, span
 
 __all__ = [
     "JsonFormatter",
@@ -14,6 +14,7 @@ __all__ = [
     "capture_content",
     "configure_tracing",
     "enable_metrics",
+    "flush_tracing",
     "log_context",
     "metrics",
     "provider_of",

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["capture_content", "configure_tracing", "shutdown_tracing", "span"]
+__all__ = ["capture_content", "configure_tracing", "flush_tracing", "shutdown_tracing", "span"]
 
 log = logging.getLogger("acagent.obs")
 
@@ -98,6 +98,13 @@ def configure_tracing(enabled: bool, *, content: bool = False, service_name: str
     _tracer = _provider.get_tracer("acagent")
     _capture = content
     return True
+
+
+def flush_tracing(timeout_s: float = 5.0) -> None:
+    """Export the spans ended so far (blocking, at most ``timeout_s`` seconds)."""
+    if _provider is not None:
+        with contextlib.suppress(Exception):
+            _provider.force_flush(int(timeout_s * 1000))
 
 
 def shutdown_tracing() -> None:

@@ -29,7 +29,9 @@ from acagent.obs import metrics, provider_of
 from acagent.store import RecordUsage, UsageTotals, local_day
 from acagent.usage import CallEstimate, Limits, PriceBook, TokenCounts, check_budget
 
-__all__ = ["Budget"]
+__all__ = ["Budget", "budget_for"]
+
+_BUDGETS: dict[int, tuple[Any, Budget]] = {}
 
 
 class Budget:
@@ -166,3 +168,15 @@ class Budget:
         """Raise ``exceeded`` when set (the turn-start check of the runner)."""
         if exceeded is not None:
             raise exceeded
+
+
+def budget_for(settings: Any) -> Budget:
+    """The :class:`Budget` of ``settings`` (one per settings object, i.e. per process/registry)."""
+    hit = _BUDGETS.get(id(settings))
+    if hit is not None and hit[0] is settings:
+        return hit[1]
+    if len(_BUDGETS) > 64:  # tests build many settings objects; a process has one
+        _BUDGETS.clear()
+    budget = Budget(settings)
+    _BUDGETS[id(settings)] = (settings, budget)
+    return budget

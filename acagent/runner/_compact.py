@@ -328,3 +328,50 @@ async def _commit(
     await ports.writer.commit(events, ops=ops)
     ports.estimator.reset()
     return payload
+
+
+def ports_of(turn: Any, tools: list[Any]) -> CompactionPorts:
+    """The :class:`CompactionPorts` of a :class:`~acagent.runner._turn.Turn`."""
+    return CompactionPorts(
+        session_id=turn.session_id,
+        turn_id=turn.turn_id,
+        journal=turn.journal,
+        writer=turn.writer,
+        context=turn.context,
+        provider=turn.provider,
+        settings=turn.settings,
+        system_prompt=turn.system_prompt,
+        estimator=turn.estimator or RequestEstimator(),
+        tools=tools,
+        budget=turn.budget,
+    )
+
+
+async def fit_context(turn: Any, tools: list[Any], *, force: str | None = None) -> int:
+    """Make the next request fit: compact when it is over ``compact_at`` (or ``force`` names why).
+
+    Returns:
+        The estimated input tokens of the next request.
+
+    Raises:
+        CompactionFailed: the request cannot be made to fit the model's window.
+    """
+    ports = ports_of(turn, tools)
+    model = turn.model or _model_id(await turn.provider())
+    over, est, window = needs_compaction(ports, model)
+    if force is None and not (over and turn.settings.context.auto):
+        return est
+    try:
+        await compact_context(ports, reason=force or "threshold")
+    except CompactionFailed:
+        if force is None and est <= window - model_window(model, turn.settings.models).max_output_tokens // 4:
+            return est  # over the threshold but still inside the window: go on uncompacted
+        raise
+    _, est, window = needs_compaction(ports, model)
+    if est > window:
+        raise CompactionFailed(
+            f"the context is still {est} tokens (estimated) after compaction, over the {window}-token "
+            f"window of {model}",
+            detail={"tokens": est, "window": window, "model": model},
+        )
+    return est

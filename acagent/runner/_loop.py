@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 import uuid
 from typing import Any
 
@@ -30,14 +31,30 @@ import anyio
 from acagent.errors import ProviderError
 from acagent.events import make_payload
 from acagent.messages import Message, ToolCallPart
+from acagent.obs import metrics, provider_of, span
 from acagent.providers._base import ModelRequest, TextDelta
 from acagent.providers._parts import OUTPUT_LIMIT_ERROR
+from acagent.runner._compact import CompactionFailed, fit_context
 from acagent.runner._tools import ToolExecutor
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
-from acagent.store import ACTIVE, AddUsage, FinishStep, InsertStep, InsertToolCall, SetStatus
+from acagent.store import ACTIVE, FinishStep, InsertStep, InsertToolCall, SetStatus
 
-__all__ = ["MAX_CRASHED_ATTEMPTS", "AgenticLoop", "TurnEnded"]
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """True for a provider refusal of a request as longer than the model's context window."""
+    from acagent import errors
+
+    overflow = getattr(errors, "ContextOverflow", None)
+    if overflow is not None and isinstance(exc, overflow):
+        return True
+    text = f"{getattr(exc, 'error_type', '')} {getattr(exc, 'message', '')}".lower()
+    return (
+        "context_length_exceeded" in text or "prompt is too long" in text or "maximum context length" in text
+    )
+
+
+__all__ = ["MAX_CRASHED_ATTEMPTS", "AgenticLoop", "TurnEnded", "is_context_overflow"]
 
 PROCESS_DIED = "process died"
 """``step.error`` of an attempt whose process died mid-call (found inflight on resume)."""
@@ -80,7 +97,7 @@ class AgenticLoop:
                 await turn.complete("")
                 return
 
-    async def llm_step(self, turn: Turn) -> bool:
+    async def llm_step(self, turn: Turn, force_compaction: str | None = None) -> bool:
         """Make (or recover) one LLM call for the current context and commit its result.
 
         Returns:
@@ -91,6 +108,12 @@ class AgenticLoop:
         """
         turn_id = turn.turn_id
         settings = turn.settings
+        tools = await turn.definitions()
+        try:
+            est_tokens = await fit_context(turn, tools, force=force_compaction)
+        except CompactionFailed as exc:
+            await turn.fail(error_type=exc.code, message=exc.message, detail=exc.detail)
+            raise TurnEnded from exc
         messages = list(turn.context.messages)
         digest = turn.context.digest(turn.system_prompt)
         step_id = f"{turn.session_id}|{turn.context.last_seq}|{digest[:16]}"
@@ -111,6 +134,7 @@ class AgenticLoop:
             if prev.status == "inflight":
                 # Its process died mid-call: the retry is counted (as a crash) and visible.
                 crashed += 1
+                metrics().llm_retry(provider_of(turn.model), "process_died")
                 await turn.writer.commit(
                     [
                         (
@@ -127,7 +151,6 @@ class AgenticLoop:
                     ],
                     ops=[FinishStep(prev.request_id, "failed", PROCESS_DIED)],
                 )
-        tools = await turn.definitions()
         while True:
             if crashed >= MAX_CRASHED_ATTEMPTS:
                 await turn.fail(
@@ -135,6 +158,12 @@ class AgenticLoop:
                     message=f"the process making this LLM call died {crashed} times; not trying again",
                     retryable=True,
                 )
+                raise TurnEnded
+            exceeded = await turn.budget.check(
+                turn.journal, turn.session_id, turn.model, input_tokens=est_tokens
+            )
+            if exceeded is not None:  # stop before the call that would break a cap
+                await turn.fail(error_type=exceeded.code, message=exceeded.message, detail=exceeded.detail)
                 raise TurnEnded
             if attempt - crashed > settings.timing.step_max_attempts:
                 await turn.fail(
@@ -170,7 +199,12 @@ class AgenticLoop:
             try:
                 response = await self._stream(turn, request, turn_id, step_id, attempt)
             except ProviderError as exc:
+                if is_context_overflow(exc) and force_compaction is None:
+                    # The provider refused the request as too long: one compaction, one retry.
+                    await turn.writer.commit([], ops=[FinishStep(request_id, "failed", exc.message)])
+                    return await self.llm_step(turn, force_compaction="overflow")
                 if exc.retryable and attempt - crashed < settings.timing.step_max_attempts:
+                    metrics().llm_retry(provider_of(turn.model), exc.error_type)
                     delay = self._delay(attempt, getattr(exc, "retry_after_s", None), settings)
                     await turn.writer.commit(
                         [
@@ -213,8 +247,41 @@ class AgenticLoop:
     async def _stream(
         self, turn: Turn, request: ModelRequest, turn_id: str, step_id: str, attempt: int
     ) -> Any:
-        timing = turn.settings.timing
         provider = await turn.provider()
+        name = provider_of(turn.model)
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": name,
+            "gen_ai.request.model": provider.model,
+            "acagent.attempt": attempt,
+            "acagent.request_id": request.request_id,
+        }
+        started = time.monotonic()
+        outcome = "error"
+        try:
+            async with turn.budget.llm_slot():
+                with span(f"chat {provider.model}", attrs) as sp:
+                    response = await self._stream_once(turn, provider, request, turn_id, step_id, attempt)
+                    u = response.usage
+                    sp.set_attributes(
+                        {
+                            "gen_ai.usage.input_tokens": u.input_tokens,
+                            "gen_ai.usage.output_tokens": u.output_tokens,
+                            "gen_ai.response.finish_reasons": [response.finish_reason],
+                        }
+                    )
+            outcome = "ok"
+            return response
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            raise
+        finally:
+            metrics().llm_request(name, outcome, time.monotonic() - started)
+
+    async def _stream_once(
+        self, turn: Turn, provider: Any, request: ModelRequest, turn_id: str, step_id: str, attempt: int
+    ) -> Any:
+        timing = turn.settings.timing
         deltas = 0
         with anyio.fail_after(timing.llm_timeout_s):
             turn.partial_text = ""
@@ -301,6 +368,14 @@ class AgenticLoop:
                 )
             )
         usage = response.usage
+        usage_op, usage_fields = await turn.budget.record(request_id, turn.model, usage)
+        if turn.estimator is not None and usage.input_tokens:
+            turn.estimator.calibrate(
+                turn.estimator.request_bytes(
+                    turn.system_prompt, turn.context.messages, await turn.definitions()
+                ),
+                usage.input_tokens,
+            )
         turn.usage_totals[0] += usage.input_tokens
         turn.usage_totals[1] += usage.output_tokens
         events.append(
@@ -314,10 +389,11 @@ class AgenticLoop:
                     total_tokens=usage.input_tokens + usage.output_tokens,
                     session_input_tokens=turn.usage_totals[0],
                     session_output_tokens=turn.usage_totals[1],
+                    **usage_fields,
                 ),
             )
         )
-        ops.append(AddUsage(usage.input_tokens, usage.output_tokens))
+        ops.append(usage_op)
         # F23: a call cut by the output limit carries OUTPUT_LIMIT_ERROR and is never run.
         cut = [c.name for c in calls if c.arguments_error == OUTPUT_LIMIT_ERROR]
         if response.finish_reason == "length" and (cut or not calls):

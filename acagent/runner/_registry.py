@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, UserError
@@ -111,6 +112,10 @@ class SessionRegistry:
         ``prewarm`` (default: only with the default provider factory) imports a session's
         provider SDK in a worker thread when its runner is created.
         """
+        if settings.tracing:
+            from acagent.obs import configure_tracing
+
+            configure_tracing(True, content=settings.trace_content)
         own = journal is None
         if journal is None:
             from acagent.store._select import open_journal
@@ -138,6 +143,10 @@ class SessionRegistry:
         finally:
             if own:
                 await journal.aclose()
+            if settings.tracing:
+                from acagent.obs import flush_tracing
+
+                await anyio.to_thread.run_sync(flush_tracing)
 
     async def _lease_keeper(self) -> None:
         """Renew the leases of every running turn every ``lease_renew_s`` and look for

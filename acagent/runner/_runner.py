@@ -44,11 +44,14 @@ from acagent.errors import (
     UserError,
     find_acagent_error,
 )
+from acagent.obs import span
 from acagent.providers._base import ToolDefinition
+from acagent.runner._budget import budget_for
 from acagent.runner._loop import AgenticLoop, TurnEnded
 from acagent.runner._protocol import AgentRunner, pid_is_dead
 from acagent.runner._session import SessionPorts
 from acagent.runner._turn import Turn
+from acagent.runner._window import RequestEstimator
 from acagent.runner._writer import crash_point
 from acagent.store import ACTIVE, ToolCallRow
 
@@ -87,6 +90,8 @@ class InProcessRunner(SessionPorts):
         self.halted: TurnHalted | None = None
         """Why the last turn stopped here without recording its end (None: it did record it)."""
         self._tool_definitions: list[ToolDefinition] | None = None
+        self.estimator = RequestEstimator()
+        """Request-size estimates of this session (message sizes cached, calibrated by usage)."""
         self._turn_done = anyio.Event()
         self._turn_done.set()
 
@@ -147,6 +152,9 @@ class InProcessRunner(SessionPorts):
             usage_totals=[self.row.input_tokens, self.row.output_tokens],
             tool_definitions=self._tool_definitions,
             on_end=on_end,
+            model=self.model_id,
+            budget=budget_for(self.settings),
+            estimator=self.estimator,
         )
         return turn
 
@@ -195,6 +203,12 @@ class InProcessRunner(SessionPorts):
         if resume_turn is None and new_turn is None:
             raise UserError(
                 f"session {self.session_id} has no interrupted turn to finish (it is {row.status!r})"
+            )
+        if resume_turn is None:  # a cap already reached refuses the turn before anything is written
+            budget_for(self.settings).raise_if(
+                await budget_for(self.settings).check(
+                    self.journal, self.session_id, self.model_id, input_tokens=None, turn_starting=True
+                )
             )
         first = self._new_turn(resume_turn or new_turn or "")
         self.turn = first
@@ -290,7 +304,17 @@ class InProcessRunner(SessionPorts):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self.writer.flush_loop)
                     try:
-                        await self.loop.run_turn(turn)
+                        with span(
+                            "invoke_agent acagent",
+                            {
+                                "gen_ai.operation.name": "invoke_agent",
+                                "gen_ai.agent.name": "acagent",
+                                "gen_ai.conversation.id": self.session_id,
+                                "gen_ai.request.model": self.model_id.partition(":")[2],
+                                "acagent.turn_id": turn.turn_id,
+                            },
+                        ):
+                            await self.loop.run_turn(turn)
                         completed = True
                     except TurnEnded:
                         pass

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from acagent.events import make_payload
+from acagent.obs import metrics, span
 from acagent.providers._parts import OUTPUT_LIMIT_ERROR
 from acagent.runner._results import close_row, result_event, tool_call_arguments
 from acagent.runner._turn import Turn
@@ -51,11 +52,21 @@ class ToolExecutor:
         prepared = [(row, await self._prepare(turn, turn.turn_id, row)) for row in rows]
         for row, ready in prepared:
             if ready is not None:
-                await self._settle(turn, turn.turn_id, row, *ready)
+                attrs = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": row.name,
+                    "gen_ai.tool.call.id": row.tool_call_id,
+                    "gen_ai.tool.type": "extension" if row.name.startswith("mcp__") else "function",
+                }
+                with span(f"execute_tool {row.name}", attrs):
+                    await self._settle(turn, turn.turn_id, row, *ready)
 
     async def _finish(self, turn: Turn, turn_id: str, row: ToolCallRow, result: ToolResult) -> None:
         event, op = close_row(turn_id, row, result)
         await turn.writer.commit([event], ops=[op])
+        metrics().tool_call(row.name, result.status)
+        if result.status == "interrupted":
+            metrics().tool_interrupted(row.name)
 
     async def _prepare(self, turn: Turn, turn_id: str, row: ToolCallRow) -> tuple[Any, Any] | None:
         """Recover a ``running`` row, validate a ``dispatched`` one and request its approval.

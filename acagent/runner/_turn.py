@@ -16,6 +16,7 @@ A turn ends in exactly one of three ways, each one journal transaction:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ import anyio
 
 from acagent.errors import AcagentError
 from acagent.events import make_payload
+from acagent.obs import metrics
 from acagent.providers._base import Provider, ToolDefinition
 from acagent.runner._context import ContextBuilder
 from acagent.runner._results import MAX_TOOL_OUTPUT_KEPT, close_row, partial_message
@@ -100,6 +102,13 @@ class Turn:
     outcome: str | None = None
     """``completed``, ``failed`` or ``cancelled`` once this turn's end event is committed."""
     scope: anyio.CancelScope | None = None
+    model: str = ""
+    """``PROVIDER:NAME`` of the session (caps, usage rows, spans)."""
+    budget: Any = None
+    """The process :class:`~acagent.runner._budget.Budget` (caps, usage rows, LLM-call slots)."""
+    estimator: Any = None
+    """The session's :class:`~acagent.runner._window.RequestEstimator` (compaction, caps)."""
+    started_at: float = field(default_factory=time.monotonic)
     _approval_wake: dict[str, anyio.Event] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ interrupts
@@ -127,6 +136,9 @@ class Turn:
 
     def _mark_ended(self, outcome: str) -> None:
         self.outcome = outcome
+        metrics().turn_finished(
+            {"cancelled": "interrupted"}.get(outcome, outcome), time.monotonic() - self.started_at
+        )
         self.on_end()
 
     # ------------------------------------------------------------------ ports
@@ -278,8 +290,12 @@ class Turn:
         message: str,
         retryable: bool = False,
         ops: list[Any] | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
-        """Commit ``turn.failed`` and status ``failed``; open tool calls are closed with an error."""
+        """Commit ``turn.failed`` and status ``failed``; open tool calls are closed with an error.
+
+        ``detail`` adds fields to the event (``budget_exceeded``: ``scope``, ``limit``, ``used``, …).
+        """
         events: list[tuple[str, dict[str, Any]]] = []
         all_ops: list[Any] = list(ops or [])
         for row in await self.journal.tool_calls(self.session_id, open_only=True):
@@ -297,6 +313,7 @@ class Turn:
                     type_=error_type,
                     message=message,
                     retryable=retryable,
+                    **{k: v for k, v in (detail or {}).items() if k not in ("type", "message", "turn_id")},
                 ),
             )
         )

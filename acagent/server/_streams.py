@@ -35,6 +35,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from acagent.errors import AcagentError, UserError
 from acagent.events import Event
+from acagent.obs import metrics
 from acagent.runner import SubscriberEvicted
 from acagent.server._limits import FrameRate
 from acagent.server._reaper import StreamConn
@@ -240,6 +241,7 @@ def _log_end(state: DaemonState, conn: StreamConn) -> None:
     lim = state.limits
     if conn.end == "evicted":
         state.evictions += 1
+        metrics().client_evicted()
         log.warning(
             "%s subscriber %s of session %s evicted (fell %d+ events behind); told to re-attach with since=%d",
             conn.kind,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from acagent.errors import SessionBusy, SessionNotFound
+from acagent.obs import metrics
 from acagent.store._protocol import IsDead
 from acagent.store._rows import Lease
 
@@ -88,9 +89,14 @@ class SqliteLeases:
             )
             if cur.rowcount != 1:
                 raise SessionBusy(f"session {session_id} lease was taken concurrently; retry")
+            taken_over[0] = cur_owner is not None and cur_owner != owner
             return Lease(owner=owner, token=token + 1)
 
-        return await self._run(tx)
+        taken_over = [False]  # a holder that never released it (dead or expired): a takeover
+        lease = await self._run(tx)
+        if taken_over[0]:
+            metrics().lease_takeover()
+        return lease
 
     async def renew_lease(self, session_id: str, lease: Lease, *, ttl_s: float) -> tuple[bool, bool]:
         """Extend the lease by ``ttl_s`` seconds; return ``(still_held, cancel_requested)``."""
