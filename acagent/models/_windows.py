@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["UNKNOWN_WINDOW", "ModelWindow", "model_window"]
+__all__ = ["UNKNOWN_WINDOW", "ModelWindow", "model_window", "warn_unknown"]
 
 log = logging.getLogger("acagent.models")
 
@@ -49,6 +49,18 @@ _KNOWN: dict[tuple[str, str], tuple[int, int]] = {
 _warned: set[str] = set()
 
 
+def warn_unknown(model_id: str) -> None:
+    """Log, once per process and model, that the window of ``model_id`` is assumed."""
+    if model_id not in _warned:
+        _warned.add(model_id)
+        log.warning(
+            "the context window of %s is unknown; assuming %d tokens (set [models.%r] context_window)",
+            model_id,
+            UNKNOWN_WINDOW,
+            model_id,
+        )
+
+
 @dataclass(frozen=True)
 class ModelWindow:
     """Token limits of one model; ``known`` is False when :data:`UNKNOWN_WINDOW` was assumed."""
@@ -61,7 +73,8 @@ class ModelWindow:
 def model_window(model_id: str, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> ModelWindow:
     """The limits of ``model_id`` (``PROVIDER:NAME``): config override, known table, or the default.
 
-    Logs one warning per process for a model of unknown window.
+    A model of unknown window gets :data:`UNKNOWN_WINDOW` with ``known=False``; callers warn
+    (:func:`warn_unknown`) when it matters, i.e. when a request reaches that assumed size.
     """
     over = (overrides or {}).get(model_id) or {}
     provider, _, name = model_id.partition(":")
@@ -76,12 +89,4 @@ def model_window(model_id: str, overrides: Mapping[str, Mapping[str, Any]] | Non
         return ModelWindow(window, output)
     if best is not None:
         return ModelWindow(best[0], int(over.get("max_output_tokens", best[1])))
-    if model_id not in _warned:
-        _warned.add(model_id)
-        log.warning(
-            "the context window of %s is unknown; assuming %d tokens (set [models.%r] context_window)",
-            model_id,
-            UNKNOWN_WINDOW,
-            model_id,
-        )
     return ModelWindow(UNKNOWN_WINDOW, int(over.get("max_output_tokens", 4_096)), known=False)

@@ -30,7 +30,7 @@ import anyio
 from acagent.errors import AcagentError, ProviderError
 from acagent.events import make_payload
 from acagent.messages import Message, TextPart
-from acagent.models._windows import model_window
+from acagent.models._windows import model_window, warn_unknown
 from acagent.providers._base import ModelRequest, Provider, TextDelta
 from acagent.runner._context import ContextBuilder
 from acagent.runner._cut import SUMMARY_SYSTEM, choose_cut, merge_summary, render_transcript
@@ -358,20 +358,27 @@ async def fit_context(turn: Any, tools: list[Any], *, force: str | None = None) 
     """
     ports = ports_of(turn, tools)
     model = turn.model or _model_id(await turn.provider())
-    over, est, window = needs_compaction(ports, model)
+    window = model_window(model, turn.settings.models)
+    over, est, _ = needs_compaction(ports, model)
     if force is None and not (over and turn.settings.context.auto):
         return est
+    if not window.known:
+        warn_unknown(model)
     try:
         await compact_context(ports, reason=force or "threshold")
     except CompactionFailed:
-        if force is None and est <= window - model_window(model, turn.settings.models).max_output_tokens // 4:
-            return est  # over the threshold but still inside the window: go on uncompacted
+        if force is None and (
+            not window.known or est <= window.context_window - window.max_output_tokens // 4
+        ):
+            # Over the threshold but inside the window, or a window we only assume: send it
+            # uncompacted (a provider refusal comes back as an overflow and compacts then).
+            return est
         raise
-    _, est, window = needs_compaction(ports, model)
-    if est > window:
+    _, est, _ = needs_compaction(ports, model)
+    if est > window.context_window and window.known:
         raise CompactionFailed(
-            f"the context is still {est} tokens (estimated) after compaction, over the {window}-token "
-            f"window of {model}",
-            detail={"tokens": est, "window": window, "model": model},
+            f"the context is still {est} tokens (estimated) after compaction, over the "
+            f"{window.context_window}-token window of {model}",
+            detail={"tokens": est, "window": window.context_window, "model": model},
         )
     return est

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from acagent.models._windows import UNKNOWN_WINDOW, model_window
+from acagent.models._windows import UNKNOWN_WINDOW, model_window, warn_unknown
 from acagent.runner._cut import SUMMARY_MARK, choose_cut, merge_summary, render_transcript, turn_starts
 from acagent.runner._window import RequestEstimator, bytes_to_tokens
 
@@ -90,7 +90,9 @@ def test_model_windows_known_configured_and_unknown(caplog: pytest.LogCaptureFix
     assert model_window("openai:gpt-4o-mini").context_window == 128_000
     assert model_window("anthropic:claude-sonnet-4-5").max_output_tokens == 64_000
     assert model_window("openai:mine", {"openai:mine": {"context_window": 4000}}).context_window == 4000
-    with caplog.at_level(logging.WARNING, logger="acagent.models"):
-        w = model_window("openai:never-heard-of-it")
+    w = model_window("openai:never-heard-of-it")
     assert (w.context_window, w.known) == (UNKNOWN_WINDOW, False)
-    assert "unknown" in caplog.text
+    with caplog.at_level(logging.WARNING, logger="acagent.models"):
+        warn_unknown("openai:never-heard-of-it")
+        warn_unknown("openai:never-heard-of-it")
+    assert caplog.text.count("unknown") == 1
