@@ -143,6 +143,8 @@ async def _run(
                     sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
                     sys.stdout.flush()
                 p = event.payload
+                if event.type == "error" and str(p.get("code", "")).startswith("mcp_") and not stream_json:
+                    sys.stderr.write(f"acagent: warning: {p.get('message')}\n")  # docs/mcp.md
                 if event.type == "approval.requested" and not refused:
                     if not settings.auto_approve and not interactive:
                         refused.append(p)  # no one to ask: end the turn, exit 3 (module docstring)

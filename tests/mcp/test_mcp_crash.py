@@ -66,7 +66,7 @@ def test_sigkill_mid_call_reruns_idempotent_and_never_destructive(
     """The idempotent call is re-run once, the destructive one never; the model is told."""
     assert sys.platform.startswith("linux")
     table = demo_server(state, DEMO_COUNT_HANG_FIRST="1", DEMO_APPEND_HANG_FIRST="1")
-    write_config(cli.home / "config.toml", {"demo": table})
+    write_config(cli.home / "config.toml", {"demo": table, "nope": {"command": ["acagent-no-such-server"]}})
     mock.default = _responder
     model = ["--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url]
     count_log, lines = state / "count.log", state / "lines.txt"
@@ -83,6 +83,11 @@ def test_sigkill_mid_call_reruns_idempotent_and_never_destructive(
     done = cli("run", "--resume", sid, *model, cwd=workspace)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == FINAL
+    warned = [line for line in done.stderr.splitlines() if "'nope'" in line]  # a failed server: one line
+    assert warned == [
+        "acagent: warning: MCP server 'nope' is not available, its tools are absent: "
+        "command not found: 'acagent-no-such-server'"
+    ]
     assert lines.read_text() == "once\n"  # never re-run
     assert count_log.read_text().splitlines() == ["n", "n"]
     results = {
