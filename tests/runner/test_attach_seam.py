@@ -1,0 +1,68 @@
+"""The seam between journal replay and live events (issue 11 item 6, mutation check; F58).
+
+Many attachers join a real session (real registry, real SQLite file, strict mock over HTTP) at
+random moments while a long reply streams and is group-committed. Every attacher must receive
+each seq after its cursor exactly once, in order, up to the turn's end: the seqs it gets are
+checked raw, before any client-side de-duplication. Removing the seam de-duplication in
+``replay_then_live`` makes this test fail (events committed during the replay arrive twice).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import anyio
+import pytest
+
+from acagent.runner import SessionRegistry
+from acagent.settings import load_settings
+from tests.cli.test_chat_tmux import slow_text
+from tests.mockprovider import MockProvider
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_many_attaches_mid_stream_get_every_seq_exactly_once_f58(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    words = [f"w{i} " for i in range(1500)]
+    mock.script(slow_text(words, sleep_s=0.0005), slow_text(words, sleep_s=0.001))
+    s = load_settings(
+        {"home": str(tmp_path / "home"), "base_url": mock.openai_base_url, "model": "openai:mock"}, env={}
+    )
+    rng = random.Random(7)
+    seen: list[tuple[int, list[int]]] = []
+    async with SessionRegistry.open(s) as reg:
+        row = await reg.create_session(workspace)
+        runner = await reg.get_runner(row.id)
+
+        async def attach(since: int) -> None:
+            got: list[int] = []
+            with anyio.fail_after(60):
+                async for event in runner.subscribe(f"probe-{len(seen)}", since):
+                    got.append(event.seq)
+                    if event.type == "turn.completed":
+                        break
+            seen.append((since, got))
+
+        await runner.run_turn("a long history first")  # replays then span several pages
+        await runner.step("stream a lot")
+        async with anyio.create_task_group() as tg:
+            for _ in range(200):
+                if not runner.is_busy:
+                    break
+                back = rng.choice([0, 5, 40, 1200, runner.bus.last_seq])
+                tg.start_soon(attach, max(0, runner.bus.last_seq - back))
+                await anyio.sleep(rng.random() * 0.01)
+        await runner.wait()
+        last = (await runner.snapshot())["last_seq"]
+    assert len(seen) >= 20, "too few attaches landed mid-stream to test the seam"
+    bad = []
+    for since, got in seen:
+        end = got[-1] if got else since
+        if got != list(range(since + 1, end + 1)):
+            dups = len(got) - len(set(got))
+            bad.append(f"since={since}: {dups} duplicates, {len(got)} events, first {got[:5]}")
+    assert not bad, f"{len(bad)} of {len(seen)} attachers saw a broken seam: {bad[:5]}"
+    assert all(got and got[-1] <= last for _, got in seen)
