@@ -17,11 +17,12 @@ import anyio
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from acagent._text import clean_text
 from acagent.errors import AcagentError, ConfigError, UserError
 from acagent.server._limits import BodyLimit
 from acagent.server._observe import add_metrics_route
@@ -56,6 +57,10 @@ def _clean(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_clean)]
+
+# Free text (messages, answers): pydantic cannot even hold a lone surrogate (its strings are
+# UTF-8), so the one text rule (acagent/_text.py, applied again at the journal) runs first here.
+Prose = Annotated[str, BeforeValidator(lambda v: clean_text(v) if isinstance(v, str) else v)]
 
 
 class ErrorBody(BaseModel):
@@ -98,9 +103,9 @@ class PostMessage(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(min_length=1, max_length=1_000_000)
+    text: Prose = Field(min_length=1, max_length=1_000_000)
     """Any text: NUL and lone surrogates are accepted and mapped by the one rule of
-    ``acagent/_text.py`` when the message is journaled (F25), never refused with 422."""
+    ``acagent/_text.py`` (F25), never refused with 422."""
     auto_approve: bool = False
     """Run this turn's tools without asking (``acagent run --yes`` through the daemon)."""
 
@@ -111,7 +116,7 @@ class ApprovalAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["allow", "deny", "always"]
-    answer: str | None = Field(None, max_length=100_000)
+    answer: Prose | None = Field(None, max_length=100_000)
     """The answer text for an ``ask_user`` question (its decision is then recorded as ``answered``)."""
 
 
