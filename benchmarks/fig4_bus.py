@@ -1,8 +1,8 @@
 """Figure 4: bus fan-out — events/s from one producer to 1, 10, 100 subscribers.
 
 **RunnerEventBus**: ``publish()`` (sync) of pre-built committed events; each subscriber iterates
-its :class:`Subscription`. **Raw anyio stream** (the ceiling): the producer calls ``send_nowait``
-on one ``create_memory_object_stream`` per subscriber, each consumer iterates its receive side.
+its :class:`Subscription`. **Raw asyncio** (the anchor, not the primitive the bus wraps): the
+producer calls ``put_nowait`` on one ``asyncio.Queue`` per subscriber, each consumer awaits ``get``.
 Both yield to the event loop every 64 events, queues are large enough that nothing is dropped,
 and the clock stops when every subscriber has received every event. events/s counts published
 events (each delivered to every subscriber).
@@ -70,29 +70,28 @@ async def _bus_run(events: list[Any], subs: int, *, stalled: bool = False) -> tu
 
 
 async def _raw_run(events: list[Any], subs: int) -> float:
-    n = len(events)
-    pairs = [anyio.create_memory_object_stream[Any](n + 1) for _ in range(subs)]
-    sends = [p[0] for p in pairs]
+    """The anchor: the same burst fanned out through raw ``asyncio.Queue``s (``put_nowait`` / ``get``)."""
+    import asyncio
 
-    async def consume(recv: Any) -> None:
-        async with recv:
-            async for event in recv:
-                if event.seq == n:
-                    return
+    n = len(events)
+    queues: list[asyncio.Queue[Any]] = [asyncio.Queue(n + 1) for _ in range(subs)]
+
+    async def consume(q: asyncio.Queue[Any]) -> None:
+        while True:
+            event = await q.get()
+            if event.seq == n:
+                return
 
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:
-        for _, recv in pairs:
-            tg.start_soon(consume, recv)
+        for q in queues:
+            tg.start_soon(consume, q)
         for k, event in enumerate(events, 1):
-            for s in sends:
-                s.send_nowait(event)
+            for q in queues:
+                q.put_nowait(event)
             if k % BATCH == 0:
                 await anyio.lowlevel.checkpoint()
-    elapsed = time.perf_counter() - t0
-    for s in sends:
-        s.close()
-    return elapsed
+    return time.perf_counter() - t0
 
 
 async def _measure(deliveries: int, repeats: int) -> dict[str, Any]:
@@ -127,16 +126,14 @@ def run(quick: bool) -> Figure:
     data = anyio.run(_measure, deliveries, repeats)
     fig.text.append(
         f"Median events/s over {repeats} runs (p95 and min–max of the run rates); about {deliveries:,} deliveries "
-        "per run (events × subscribers). Ratio = RunnerEventBus / raw stream, medians of the same run."
+        "per run (events × subscribers). Ratio = RunnerEventBus / raw asyncio.Queue fan-out, medians of the same run."
     )
     rows = []
-    ratio10 = 0.0
+    ratios: dict[str, float] = {}
     for subs in ("1", "10", "100"):
         d = data[subs]
         b, r = stats(d["bus"]), stats(d["raw"])
-        ratio = b.median / r.median
-        if subs == "10":
-            ratio10 = ratio
+        ratio = ratios[subs] = b.median / r.median
         rows.append(
             [
                 subs,
@@ -153,7 +150,7 @@ def run(quick: bool) -> Figure:
             "subscribers",
             "events/run",
             "bus events/s",
-            "raw stream events/s",
+            "raw asyncio.Queue events/s",
             "bus / raw",
             "bus deliveries/s",
             "lost",
@@ -176,10 +173,13 @@ def run(quick: bool) -> Figure:
         ],
         "What one stalled subscriber costs the others:",
     )
-    passed = ratio10 >= 0.5
+    passed = min(ratios.values()) >= 0.5
     fig.targets.append(
         Target(
-            "bus vs raw stream", "≥ 50% of the raw stream ceiling at 10 subscribers", f"{ratio10:.0%}", passed
+            "bus vs raw asyncio",
+            "≥ 50% of a raw asyncio.Queue fan-out at 1, 10 and 100 subscribers",
+            ", ".join(f"{k}: {v:.0%}" for k, v in ratios.items()),
+            passed,
         )
     )
     # best of the runs: the usual estimator of intrinsic cost when the machine adds noise (as timeit's min)

@@ -2,8 +2,10 @@
 
 One bus per session runner. The journal commits an event first; then the runner calls
 :meth:`RunnerEventBus.publish`, which is synchronous and never blocks: each subscriber owns a
-bounded ``anyio`` memory object stream, ``send_nowait`` raising ``WouldBlock`` counts a drop for
-that subscriber only. A subscriber whose drops reach ``evict_after_drops`` is evicted: its stream
+bounded queue (a ``deque`` and a wake-up event); a full queue counts a drop for that subscriber
+only. A subscriber takes what is queued without a trip through the event loop per event (as
+``asyncio.Queue.get`` does; an anyio memory stream checkpoints on every receive, which held a
+burst to ~17 % of a raw ``asyncio.Queue`` fan-out) and sleeps only when its queue is empty. A subscriber whose drops reach ``evict_after_drops`` is evicted: its stream
 is closed, its iteration ends, and :attr:`Subscription.evicted_reason` tells it to re-attach with
 ``since=<last seq it saw>`` (the journal fills the gap). :meth:`RunnerEventBus.close` closes every
 send side, ending every ``async for``.
@@ -11,11 +13,11 @@ send side, ending every ``async for``.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from acagent.events import Event
 from acagent.obs import metrics
@@ -30,8 +32,7 @@ class Subscription:
     """A subscriber's view of the bus: async-iterate it for :class:`Event` items."""
 
     name: str
-    _send: MemoryObjectSendStream[Event]
-    _recv: MemoryObjectReceiveStream[Event]
+    maxsize: int
     _bus: RunnerEventBus
     dropped: int = 0
     """Events dropped because this subscriber's queue was full."""
@@ -46,37 +47,66 @@ class Subscription:
     error: BaseException | None = None
     """Set by :meth:`RunnerEventBus.halt`: why this subscriber's iteration ended."""
     _closed: bool = field(default=False)
+    _ended: bool = field(default=False)
+    """No more events will be queued (bus closed, evicted, halted, unsubscribed)."""
+    _queue: deque[Event] = field(default_factory=deque)
+    _waiter: anyio.Event | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._iter()
 
     async def _iter(self) -> AsyncIterator[Event]:
         try:
-            async for event in self._recv:
-                yield event
+            while True:
+                yield await self.receive()
+        except anyio.EndOfStream:
+            return
         finally:
             self.close()
 
     async def receive(self) -> Event:
-        """The next event.
+        """The next event (at once when one is queued).
 
         Raises:
-            anyio.EndOfStream: the bus closed or evicted this subscriber.
+            anyio.EndOfStream: the bus closed or evicted this subscriber and its queue is empty.
         """
-        return await self._recv.receive()
+        while not self._queue:
+            if self._ended:
+                raise anyio.EndOfStream
+            self._waiter = waiter = anyio.Event()
+            await waiter.wait()
+        return self._queue.popleft()
+
+    def _put(self, event: Event) -> bool:
+        """Queue ``event`` (False when the queue is full)."""
+        if len(self._queue) >= self.maxsize:
+            return False
+        self._queue.append(event)
+        self._wake()
+        return True
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            self._waiter.set()
+            self._waiter = None
+
+    def _end(self) -> None:
+        """No more events: the iteration ends once the queue is drained."""
+        self._ended = True
+        self._wake()
 
     def close(self) -> None:
-        """Unsubscribe (idempotent)."""
+        """Unsubscribe (idempotent); anything still queued is discarded."""
         if not self._closed:
             self._closed = True
             self._bus._remove(self)
-            self._send.close()
-            self._recv.close()
+            self._queue.clear()
+            self._end()
 
     @property
     def queued(self) -> int:
         """Events waiting in this subscriber's queue."""
-        return self._recv.statistics().current_buffer_used
+        return len(self._queue)
 
 
 class RunnerEventBus:
@@ -127,11 +157,9 @@ class RunnerEventBus:
         """
         if self._closed:
             raise RuntimeError(f"bus for session {self.session_id!r} is closed")
-        send, recv = anyio.create_memory_object_stream[Event](maxsize)
         sub = Subscription(
             name=name,
-            _send=send,
-            _recv=recv,
+            maxsize=maxsize,
             _bus=self,
             evict_after_drops=evict_after_drops,
             ends_on_halt=ends_on_halt,
@@ -153,20 +181,16 @@ class RunnerEventBus:
         self.last_seq = event.seq
         self.published += 1
         for sub in list(self._subs):
-            try:
-                sub._send.send_nowait(event)
-            except anyio.WouldBlock:
-                sub.dropped += 1
-                metrics().bus_dropped()
-                if sub.evict_after_drops is not None and sub.dropped >= sub.evict_after_drops:
-                    sub.evicted_reason = EVICT_REASON
-                    self._remove(sub)
-                    sub._send.close()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._remove(sub)
-            else:
+            if sub._put(event):
                 sub.delivered += 1
                 sub.last_seq = event.seq
+                continue
+            sub.dropped += 1
+            metrics().bus_dropped()
+            if sub.evict_after_drops is not None and sub.dropped >= sub.evict_after_drops:
+                sub.evicted_reason = EVICT_REASON
+                self._remove(sub)
+                sub._end()
 
     def _remove(self, sub: Subscription) -> None:
         if sub in self._subs:
@@ -179,11 +203,11 @@ class RunnerEventBus:
             if sub.ends_on_halt:
                 sub.error = error
                 self._remove(sub)
-                sub._send.close()
+                sub._end()
 
     def close(self) -> None:
         """Close the bus; every subscriber's iteration ends after its queued events."""
         self._closed = True
         for sub in list(self._subs):
-            sub._send.close()
+            sub._end()
         self._subs.clear()
