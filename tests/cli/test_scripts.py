@@ -87,7 +87,7 @@ def test_sessions_list_rename_rm(cli: Any, mock: MockProvider, workspace: Path) 
         assert sid in narrow, narrow  # the title gives way, never the id
     limited = json.loads(_run(cli, "sessions", "list", "--json", "--limit", "2", cwd=workspace).stdout)
     assert [row["id"] for row in limited] == ids[:2]
-    r = _run(cli, "sessions", "rename", ids[1][:12], "a better   name", cwd=workspace)
+    r = _run(cli, "sessions", "rename", ids[1][:-3], "a better   name", cwd=workspace)
     assert r.returncode == 0 and ids[1] in r.stdout, r.stderr
     rows = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)
     assert {row["id"]: row["title"] for row in rows}[ids[1]] == "a better name"
