@@ -125,12 +125,19 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
     messages = list(ctx.messages)
     tokens_before = ports.estimator.estimate(ports.system_prompt, messages, ports.tools)
     sizes = [bytes_to_tokens(ports.estimator.message_bytes(m)) for m in messages]
-    cut = choose_cut(messages, sizes, int(window.context_window * settings.context.keep_recent))
+    # After a provider refusal the window is smaller than assumed: keep only the current turn.
+    keep = 0 if reason == "overflow" else int(window.context_window * settings.context.keep_recent)
+    cut = choose_cut(messages, sizes, keep)
     if cut is None:
         raise CompactionFailed(
             f"the context ({tokens_before} tokens, estimated) is all the current turn: nothing older to "
             f"summarise within the {window.context_window}-token window of {model}",
-            detail={"tokens": tokens_before, "window": window.context_window, "model": model},
+            detail={
+                "tokens": tokens_before,
+                "window": window.context_window,
+                "model": model,
+                "reason": "nothing_to_summarise",
+            },
         )
     first_kept_seq = await _first_kept_seq(ports, cut)
     out_tokens = max(256, min(window.max_output_tokens, window.context_window // 8, 4096))
@@ -366,12 +373,12 @@ async def fit_context(turn: Any, tools: list[Any], *, force: str | None = None) 
         warn_unknown(model)
     try:
         await compact_context(ports, reason=force or "threshold")
-    except CompactionFailed:
-        if force is None and (
-            not window.known or est <= window.context_window - window.max_output_tokens // 4
-        ):
-            # Over the threshold but inside the window, or a window we only assume: send it
-            # uncompacted (a provider refusal comes back as an overflow and compacts then).
+    except CompactionFailed as exc:
+        nothing = (exc.detail or {}).get("reason") == "nothing_to_summarise"  # no call was made
+        fits = not window.known or est <= window.context_window - window.max_output_tokens // 4
+        if force is None and nothing and fits:
+            # Nothing older to summarise but the request still fits (or the window is only
+            # assumed): send it as it is; a provider refusal comes back as an overflow.
             return est
         raise
     _, est, _ = needs_compaction(ports, model)

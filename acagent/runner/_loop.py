@@ -31,6 +31,7 @@ import anyio
 from acagent.errors import ProviderError
 from acagent.events import make_payload
 from acagent.messages import Message, ToolCallPart
+from acagent.models._windows import model_window
 from acagent.obs import metrics, provider_of, span
 from acagent.providers._base import ModelRequest, TextDelta
 from acagent.providers._parts import OUTPUT_LIMIT_ERROR
@@ -194,7 +195,11 @@ class AgenticLoop:
             )
             crash_point("after_step_inflight", settings.crash_at)
             request = ModelRequest(
-                system=turn.system_prompt, messages=messages, tools=tools, request_id=request_id
+                system=turn.system_prompt,
+                messages=messages,
+                tools=tools,
+                request_id=request_id,
+                max_tokens=min(4096, model_window(turn.model, settings.models).max_output_tokens),
             )
             try:
                 response = await self._stream(turn, request, turn_id, step_id, attempt)

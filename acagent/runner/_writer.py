@@ -42,6 +42,9 @@ CRASH_POINTS = frozenset(
         "mid_tool",
         "after_tool_result_before_wake",
         "waiting_approval",
+        "compact_before_call",
+        "compact_mid_summary",
+        "compact_before_commit",
     }
 )
 
