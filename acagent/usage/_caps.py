@@ -37,7 +37,7 @@ SESSION_CAPS = ("session_usd", "session_tokens", "session_turns")
 class Limits(BaseModel):
     """The ``[limits]`` table; ``None`` = no cap."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf/nan caps: ConfigError
 
     session_usd: float | None = Field(default=None, ge=0)
     session_tokens: int | None = Field(default=None, ge=0)
@@ -82,8 +82,9 @@ class CallEstimate:
 def _exceeded(
     scope: str, cap: str, unit: str, limit: float, used: float, model: str | None = None
 ) -> BudgetExceeded:
-    what = {"usd": f"${limit:.2f}", "tokens": f"{int(limit)} tokens", "turns": f"{int(limit)} turns"}[unit]
-    shown = {"usd": f"${used:.4f}", "tokens": f"{int(used)} tokens", "turns": f"{int(used)} turns"}[unit]
+    # Format only this unit: int() of a float cap (e.g. a USD one) must never be evaluated.
+    what = f"${limit:.2f}" if unit == "usd" else f"{int(limit)} {unit}"
+    shown = f"${used:.4f}" if unit == "usd" else f"{int(used)} {unit}"
     label = "today's" if scope == "daily" else "this session's"
     message = f"{label} limit of {what} is reached ({shown} used; [limits] {cap})"
     detail: dict[str, Any] = {

@@ -15,6 +15,7 @@ call as unpriced (see docs/limits.md).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -88,8 +89,9 @@ class PriceBook:
                 raise ValueError(
                     f"[pricing.{model_id!r}] needs input_usd_per_mtok and output_usd_per_mtok numbers ({exc})"
                 ) from None
-            if min(rates.input, rates.output, rates.cached_input or 0.0) < 0:
-                raise ValueError(f"[pricing.{model_id!r}] rates must not be negative")
+            values = (rates.input, rates.output, rates.cached_input or 0.0)
+            if not all(math.isfinite(v) and v >= 0 for v in values):
+                raise ValueError(f"[pricing.{model_id!r}] rates must be finite and not negative")
             self._overrides[model_id] = rates
         self._cache: dict[str, Rates | None] = {}
         self._lock = threading.Lock()
