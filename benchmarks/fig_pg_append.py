@@ -76,7 +76,7 @@ class _Reader:
             self.seen[e.seq] = time.perf_counter()
             self.last = e.seq
 
-    async def on_input(self, session_id: str, kind: str) -> None:
+    async def on_input(self, session_id: str, kind: str, ref: str) -> None:
         return None
 
     async def resume(self, session_id: str) -> None:

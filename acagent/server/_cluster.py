@@ -69,16 +69,15 @@ class RegistryHooks:
                 if len(page) < 1000:
                     return
 
-    async def on_input(self, session_id: str, kind: str) -> None:
-        """Input committed on another daemon: the owner acts on it now."""
+    async def on_input(self, session_id: str, kind: str, ref: str) -> None:
+        """Input committed on another daemon: the owner acts on it now (not at its next poll)."""
         runner = self.registry.runners.get(session_id)
         if runner is None or not runner.is_busy:
             return
         if kind == "cancel" and await self.registry.journal.cancel_requested(session_id):
             runner.on_lease_check(True, True)
-        elif kind == "approval":
-            for wake in list(getattr(runner, "_approval_wake", {}).values()):
-                wake.set()
+        elif kind == "approval" and ref and getattr(runner, "turn", None) is not None:
+            runner.turn.wake_approval(ref)
 
     async def resume(self, session_id: str) -> None:
         """Finish the interrupted turn of a claimed session here."""

@@ -56,8 +56,8 @@ class ClusterHooks(Protocol):
         """The journal holds events of ``session_id`` up to at least ``seq``."""
         ...
 
-    async def on_input(self, session_id: str, kind: str) -> None:
-        """Input (``cancel``, ``approval``, ``message``) for ``session_id`` was committed elsewhere."""
+    async def on_input(self, session_id: str, kind: str, ref: str) -> None:
+        """Input (``cancel``; ``approval`` with ``ref`` = tool call id) for ``session_id`` was committed elsewhere."""
         ...
 
     async def resume(self, session_id: str) -> None:
@@ -188,8 +188,9 @@ class ClusterMember:
     async def _dispatch(self, receive: Any, hooks: ClusterHooks) -> None:
         async for channel, payload in receive:
             if channel == INBOX_CHANNEL:
-                kind, _, sid = payload.partition(":")
-                await self._guard(hooks.on_input(sid, kind))
+                kind, _, rest = payload.partition(":")
+                sid, _, ref = rest.partition(":")
+                await self._guard(hooks.on_input(sid, kind, ref))
                 continue
             for item in payload.split():
                 sid, _, seq = item.rpartition(":")

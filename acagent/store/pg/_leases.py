@@ -239,11 +239,11 @@ class LeaseMixin:
         )
         return [{"id": r[0], "host": r[1], "pid": r[2], "alive": r[3], "heartbeat_age_s": r[4]} for r in rows]
 
-    async def notify_inbox(self, session_id: str, kind: str) -> None:
-        """Hint the owner of ``session_id`` that input of ``kind`` is waiting (after the write committed)."""
-        await self._retry(
-            lambda c: c.execute("SELECT pg_notify($1, $2)", INBOX_CHANNEL, f"{kind}:{session_id}")
-        )
+    async def notify_inbox(self, session_id: str, kind: str, ref: str = "") -> None:
+        """Hint the owner of ``session_id`` that input of ``kind`` (``ref``: e.g. the tool call id)
+        was committed; payload ``kind:session_id[:ref]``."""
+        payload = f"{kind}:{session_id}" + (f":{ref}" if ref else "")
+        await self._retry(lambda c: c.execute("SELECT pg_notify($1, $2)", INBOX_CHANNEL, payload))
 
     async def post_inbox(self, session_id: str, kind: str, key: str, body: str) -> bool:
         """Record input posted to this daemon (idempotent on ``key``) and hint the owner.

@@ -22,7 +22,7 @@ class QueryMixin:
     """Step / tool-call / approval methods of :class:`~acagent.store.pg.PostgresJournal`."""
 
     _fetch: Callable[..., Awaitable[list[Any]]]
-    notify_inbox: Callable[[str, str], Awaitable[None]]
+    notify_inbox: Callable[..., Awaitable[None]]
 
     async def step_attempts(self, session_id: str, step_id: str) -> list[StepRow]:
         """Every attempt of one step, ascending attempt."""
@@ -80,7 +80,7 @@ class QueryMixin:
             note,
         )
         if changed:
-            await self.notify_inbox(session_id, "approval")
+            await self.notify_inbox(session_id, "approval", tool_call_id)
             return ToolCallRow(*changed[0])
         rows = await self._fetch(
             f"SELECT {_TOOL_COLS} FROM tool_call WHERE session_id = $1 AND tool_call_id = $2",
