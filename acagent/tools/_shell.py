@@ -53,7 +53,7 @@ __all__ = ["OUTPUT_LIMIT_CHARS", "OutputCapture", "ShellArgs", "ShellTool", "int
 
 OUTPUT_LIMIT_CHARS = 30_000
 """Most characters of output the model gets from one call (head and tail are kept)."""
-LIVE_OUTPUT_LIMIT_CHARS = 256_000
+LIVE_OUTPUT_LIMIT_CHARS = 1_000_000
 """Most characters streamed as live ``tool.output`` per call (they are journaled and replayed to
 every attacher); the rest reaches the result's head + tail and the blob only."""
 _READ_SIZE = 65536

@@ -68,11 +68,11 @@ async def test_big_output_through_a_turn_is_never_resent_verbatim(tmp_path: Path
     assert ref["bytes"] == BIG_BYTES and blob.stat().st_size == BIG_BYTES
     assert len(result["content"]) < 8400
     live = sum(len(e.payload["text"]) for e in events if e.type == "tool.output")
-    assert live <= 260_000
+    assert live <= 1_000_100  # LIVE_OUTPUT_LIMIT_CHARS, then one note
     sent = next(m for m in mock.requests[-1].json["messages"] if m.get("tool_call_id") == "call_big")
     assert sent["content"] == result["content"]
-    assert transcript.stat().st_size < 2 * 1024 * 1024
-    assert (settings.home / "acagent.db").stat().st_size < 4 * 1024 * 1024
+    assert transcript.stat().st_size < 4 * 1024 * 1024
+    assert (settings.home / "acagent.db").stat().st_size < 8 * 1024 * 1024
     async with open_session(settings, W) as (reg, _):
         again = await reg.get_runner(session_id)
         mock.script(TextReply("ok"))
