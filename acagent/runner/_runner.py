@@ -36,17 +36,16 @@ import anyio
 from acagent.errors import (
     AcagentError,
     InvalidTransition,
-    JournalError,
     SessionBusy,
     StaleLease,
     SubscriberEvicted,
     TurnHalted,
     UserError,
-    find_acagent_error,
 )
 from acagent.obs import span
 from acagent.providers._base import ToolDefinition
 from acagent.runner._budget import budget_for
+from acagent.runner._ending import fail_turn, halt_error
 from acagent.runner._loop import AgenticLoop, TurnEnded
 from acagent.runner._protocol import AgentRunner, pid_is_dead
 from acagent.runner._session import SessionPorts
@@ -258,24 +257,10 @@ class InProcessRunner(SessionPorts):
     def _halt_if_unended(self, error: AcagentError | None) -> None:
         """A turn that stopped here without its end event committed ends its watchers' streams
         with :class:`TurnHalted` (else they would wait forever for an end that never comes)."""
-        turn = self.turn
-        if turn is None or turn.outcome is not None or turn.interrupt_reason == "handoff":
-            return
-        sid = self.session_id
-        if isinstance(error, StaleLease) or turn.interrupt_reason == "lease_lost":
-            halt = TurnHalted(
-                f"another process took over session {sid} while this one was stopped or stalled past "
-                "its lease; this process stopped writing (the other one continues the turn)",
-                detail={"session_id": sid, "turn_id": turn.turn_id, "reason": "fenced"},
-            )
-        else:
-            why = error.message if error is not None else "the journal did not record the turn's end"
-            halt = TurnHalted(
-                f"{why}; session {sid} is unchanged and resumes with `acagent run --resume {sid}`",
-                detail={"session_id": sid, "turn_id": turn.turn_id, "reason": "journal"},
-            )
-        self.halted = halt
-        self.bus.halt(halt)
+        halt = halt_error(self.session_id, self.turn, error)
+        if halt is not None:
+            self.halted = halt
+            self.bus.halt(halt)
 
     async def _release(self) -> None:
         """Release the lease (if held), drop the turn, go idle and wake :meth:`wait`."""
@@ -339,27 +324,7 @@ class InProcessRunner(SessionPorts):
         return completed
 
     async def _fail(self, turn: Turn, exc: Exception) -> None:
-        err = find_acagent_error(exc)
-        if isinstance(err, StaleLease):  # fenced: not ours to write anything more
-            raise err from exc
-        if isinstance(err, JournalError):  # the turn cannot record anything: TurnHalted reports it
-            log.info("session %s: turn %s stopped: %s", self.session_id, turn.turn_id, err.message)
-            exc = err
-        elif err is not None:  # a known failure (config, provider): no traceback
-            log.warning("session %s: turn %s failed: %s", self.session_id, turn.turn_id, err.message)
-            exc = err
-        else:
-            log.exception("session %s: turn %s failed", self.session_id, turn.turn_id)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-            try:
-                await turn.fail(
-                    error_type=exc.code if isinstance(exc, AcagentError) else type(exc).__name__,
-                    message=exc.message if isinstance(exc, AcagentError) else (str(exc) or repr(exc)),
-                )
-            except AcagentError as second:
-                if isinstance(second, StaleLease) or not isinstance(exc, AcagentError):
-                    raise
-                raise exc from second  # the first failure names the cause (e.g. the full disk)
+        await fail_turn(turn, exc)
 
     def on_lease_check(self, held: bool, cancel: bool) -> None:
         """Called by the registry's lease keeper after renewing (or checking) this runner's lease.
@@ -398,7 +363,7 @@ class InProcessRunner(SessionPorts):
         if held and not pid_is_dead(row.lease_host, row.lease_pid):
             await self.journal.set_cancel(self.session_id, True)
             return
-        if self.turn is not None or self.state is not RunnerState.IDLE:  # a message won the race
+        if self.is_busy:  # a message won the race meanwhile: cancel that turn
             self.interrupt(reason)
             return
         # Idle, or orphaned by a dead process: take the lease and close it ourselves, as a turn of
