@@ -33,13 +33,15 @@ allow-list ``settings.shell_allow`` plus programs remembered from ``always`` ans
      operand) must contain none of the letters ``e w W r R`` anywhere (conservative: this
      refuses the ``e``/``w``/``W`` commands and ``s///e``/``s///w`` flags, and ``r``/``R`` reads);
    * ``sort``: ``-o --output -T --temporary-directory --compress-program``;
-   * ``rg``: ``--pre --pre-glob -z --search-zip --hostname-bin``;
+   * ``rg``: ``--pre --pre-glob -z --search-zip --hostname-bin`` (and ``-L --follow``, below);
    * ``git``: argv[1] must be one of ``status log diff show branch`` (so no global option:
      ``-c``, ``-C``, ``--config-env``, ``--exec-path``, ``--git-dir``, ... all refuse, and no
      alias runs); ``--output``, ``--ext-diff``, ``-O`` refuse; ``branch`` only lists (options
      ``-a -r -v -l --all --remotes --verbose --list --show-current --no-color``, no operand);
      operands starting with ``:`` (pathspec magic) refuse;
-   * ``printf``: ``-v``; ``tree``: ``-o``.
+   * ``printf``: ``-v``; ``tree``: ``-o``, ``-R`` (writes ``00Tree.html`` files), ``-l``;
+   * symlink-following recursion: ``grep -R --dereference-recursive``, ``rg -L --follow``,
+     ``ls -L --dereference``, ``du -L --dereference`` (a link in the workspace leads anywhere).
 
    Other programs get only the generic checks (1-3, 5): remembering or listing a program the
    table does not model trusts its option grammar.
@@ -224,12 +226,21 @@ _TABLE: dict[str, _Options] = {
         takes_value=frozenset("kotST"),
     ),
     "rg": _Options(
-        banned_short=frozenset("z"),
-        banned_long=frozenset({"pre", "pre-glob", "search-zip", "hostname-bin"}),
+        banned_short=frozenset("zL"),
+        banned_long=frozenset({"pre", "pre-glob", "search-zip", "hostname-bin", "follow"}),
         takes_value=frozenset("ABCdEefgjMmrTt"),
     ),
     "printf": _Options(banned_short=frozenset("v")),
-    "tree": _Options(banned_short=frozenset("o"), banned_long=frozenset({"output"})),
+    "tree": _Options(banned_short=frozenset("olR"), banned_long=frozenset({"output"})),
+    # Recursion that follows symlinks reads through a link in the workspace to anywhere (F19):
+    # operands are checked, the files under them are not, so these options refuse (like find -L).
+    "grep": _Options(
+        banned_short=frozenset("R"),
+        banned_long=frozenset({"dereference-recursive"}),
+        takes_value=frozenset("ABCDdefm"),
+    ),
+    "ls": _Options(banned_short=frozenset("L"), banned_long=frozenset({"dereference"})),
+    "du": _Options(banned_short=frozenset("L"), banned_long=frozenset({"dereference"})),
 }
 
 _FIND_BANNED = frozenset(
