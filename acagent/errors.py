@@ -262,11 +262,14 @@ class SubscriberEvicted(AcagentError):
     code = "subscriber_evicted"
     status_code = 409
 
-    def __init__(self, last_seq: int) -> None:
+    def __init__(self, last_seq: int, *, dropped: int = 0) -> None:
         super().__init__(
-            f"subscriber fell too far behind; re-attach with since={last_seq}", detail={"last_seq": last_seq}
+            f"subscriber fell too far behind ({dropped} events dropped); re-attach with since={last_seq}",
+            detail={"last_seq": last_seq, "dropped": dropped},
         )
         self.last_seq = last_seq
+        self.dropped = dropped
+        """Events the bus dropped for this subscriber (what it missed; the journal has them)."""
 
 
 def find_acagent_error(exc: BaseException) -> AcagentError | None:

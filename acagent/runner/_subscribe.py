@@ -54,6 +54,6 @@ async def replay_then_live(
         if sub.error is not None:
             raise sub.error
         if sub.evicted_reason:
-            raise SubscriberEvicted(last)
+            raise SubscriberEvicted(last, dropped=sub.dropped)
     finally:
         sub.close()
