@@ -126,3 +126,34 @@ async def test_frozen_holder_never_writes_after_takeover(pg_url: str) -> None:
     result = await race_rounds(pg_url, int(os.environ.get("ACAGENT_PG_RACE_ROUNDS", "15")))
     assert result["zombie_writes"] == 0, result
     assert result["a_refused"] > 0  # the race was real: the zombie did try after the takeover
+
+
+async def test_usage_and_caps_queries(journal: PostgresJournal) -> None:
+    """The usage rows, caps and turn counts the runner checks before each LLM call (caps)."""
+    from acagent.store import RecordUsage, SetTurn
+    from acagent.store._usage import local_day
+
+    row, _ = await journal.create_session(cwd="/tmp", model=None, title=None)
+    lease = await journal.acquire_lease(row.id, "w1", ttl_s=30)
+    await journal.commit(row.id, [("turn.started", {"turn_id": "t1"})], lease=lease, ops=[SetTurn("t1")])
+    await journal.commit(
+        row.id,
+        [],
+        lease=lease,
+        ops=[
+            RecordUsage("r1", "openai:m", 10, 5, cost_usd=None),
+            RecordUsage("r2", "openai:m", 1, 2, cost_usd=0.5),
+        ],
+    )
+    totals = await journal.usage_totals(session_id=row.id)
+    assert (totals.calls, totals.input_tokens, totals.output_tokens, totals.unpriced_calls) == (2, 11, 7, 1)
+    assert totals.cost_usd == 0.5 and isinstance(totals.input_tokens, int)
+    priced = await journal.usage_totals(day=local_day(), price=lambda m, i, c, o: 1.0)
+    assert priced.cost_usd == 1.5 and priced.unpriced_calls == 0
+    assert await journal.turns_started(row.id) == 1
+    assert await journal.session_limits(row.id) == {}
+    await journal.set_session_limits(row.id, {"session_usd": 2.0})
+    assert await journal.session_limits(row.id) == {"session_usd": 2.0}
+    report = await journal.usage_report(by="session")
+    assert report[0][0] == row.id and report[0][2].calls == 2
+    assert (await journal.session_counts())["pending"] == 1

@@ -7,8 +7,9 @@ runs in a worker thread (``anyio.to_thread``) and every ``execute`` hops back to
 (``anyio.from_thread.run``) to run the statement on the connection of the caller's transaction,
 with real row counts. Written here (not a library) because no driver offers a sync facade over an
 async connection that is already inside a transaction; the translation is deliberately small:
-``?`` placeholders become ``$n`` and ``BEGIN IMMEDIATE`` becomes ``BEGIN`` — the SQL the ops use
-is otherwise portable (the PostgreSQL schema keeps SQLite's column names, ``tool_call.rowid``
+``?`` placeholders become ``$n``, ``BEGIN IMMEDIATE`` becomes ``BEGIN``, ``SUM(col IS NULL)``
+(SQLite sums booleans) becomes a ``CASE``, and ``numeric`` sums come back as int/float — the SQL
+of the callers (usage and cap queries, :mod:`acagent.store._usage`) is otherwise portable (the PostgreSQL schema keeps SQLite's column names, ``tool_call.rowid``
 included).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import anyio
@@ -26,6 +28,14 @@ __all__ = ["SyncBridge", "run_sync_fn", "to_pg_sql"]
 
 T = TypeVar("T")
 _COUNT = re.compile(r"^(?:INSERT \d+|UPDATE|DELETE|SELECT|MERGE) ?(\d+)?$")
+_SUM_IS_NULL = re.compile(r"SUM\(([\w.]+) IS NULL\)", re.IGNORECASE)
+
+
+def _value(v: Any) -> Any:
+    """PostgreSQL ``SUM(bigint)`` is ``numeric`` (a ``Decimal``); SQLite gives int or float."""
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
 
 
 def to_pg_sql(sql: str) -> str:
@@ -33,6 +43,7 @@ def to_pg_sql(sql: str) -> str:
     stripped = sql.strip()
     if stripped.upper().startswith("BEGIN"):
         return "BEGIN"
+    sql = _SUM_IS_NULL.sub(r"SUM(CASE WHEN \1 IS NULL THEN 1 ELSE 0 END)", sql)  # SQLite sums booleans
     out: list[str] = []
     n = 0
     quote: str | None = None
@@ -71,6 +82,9 @@ class _Cursor:
 class SyncBridge:
     """``execute`` / ``executemany`` on an asyncpg connection, callable from a worker thread."""
 
+    in_transaction = False
+    """Read by SQLite-shaped error paths; transactions here are the caller's (asyncpg)."""
+
     def __init__(self, conn: Any) -> None:
         self._conn = conn
 
@@ -79,7 +93,7 @@ class SyncBridge:
         head = pg.lstrip().split(None, 1)[0].upper() if pg.strip() else ""
         if head in ("SELECT", "WITH", "VALUES") or " RETURNING " in pg.upper():
             records = await self._conn.fetch(pg, *params)
-            return _Cursor([tuple(r) for r in records], len(records))
+            return _Cursor([tuple(_value(v) for v in r) for r in records], len(records))
         status = await self._conn.execute(pg, *params)
         m = _COUNT.match(status or "")
         return _Cursor([], int(m.group(1)) if m and m.group(1) else -1)

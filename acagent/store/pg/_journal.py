@@ -36,6 +36,7 @@ import orjson
 from acagent.errors import JournalError, SessionNotFound, StaleLease
 from acagent.events import Event, make_payload, now_ts
 from acagent.store import CONTEXT_TYPES, Lease, Op, SessionRow, SetStatus, new_session_id
+from acagent.store._usage import UsageQueries
 from acagent.store.pg._bridge import run_sync_fn
 from acagent.store.pg._conn import TRANSIENT, describe, pg_errors, redact_url
 from acagent.store.pg._leases import LeaseMixin
@@ -95,7 +96,7 @@ def _fold(all_events: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[str], 
     return texts, tail, ckpt_pos, ckpt_bytes, last_message[:500] if last_message is not None else None
 
 
-class PostgresJournal(LeaseMixin, QueryMixin, ProtocolExtras):
+class PostgresJournal(LeaseMixin, QueryMixin, ProtocolExtras, UsageQueries):
     """The PostgreSQL implementation of the journal. Open with :meth:`open`; close with :meth:`aclose`.
 
     Attributes:
