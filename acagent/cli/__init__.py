@@ -10,7 +10,7 @@ __all__ = ["app", "main"]
 def _load_commands() -> None:
     import importlib
 
-    for name in ("_run", "_chat", "_sessions", "_serve", "_attach", "_models", "_doctor", "_usage", "_mcp"):
+    for name in ("_run", "_chat", "_sessions", "_serve", "_attach", "_models", "_doctor", "_usage", "_mcp", "_compact"):
         try:
             importlib.import_module(f"acagent.cli.{name}")
         except ModuleNotFoundError as exc:  # a command module not written yet

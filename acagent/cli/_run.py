@@ -66,14 +66,33 @@ def run_command(
         typer.Option("--output-format", help="text (the answer), json (one object) or stream-json (events)."),
     ] = None,
     tools: ToolsOption = None,
+    max_usd: Annotated[
+        float | None,
+        typer.Option("--max-usd", help="This session's spending cap in USD (kept in the journal).", min=0),
+    ] = None,
 ) -> None:
     """Run one turn and print the final answer."""
     check_session_flags(resume, continue_, tools)
     fmt = _output_format(output_format, json_out)
     prompt = _prompt_text(prompt, bool(resume or continue_))
     settings = build_settings(model=model, base_url=base_url, auto_approve=yes or None, tools=tools)
-    code = run_async(lambda: _run(settings, prompt, resume, continue_, fmt, model))
+    code = run_async(lambda: _run(settings, prompt, resume, continue_, fmt, model, max_usd))
     raise typer.Exit(code)
+
+
+async def _set_session_cap(settings: Any, client: Any, session_id: str, max_usd: float) -> None:
+    """``--max-usd``: store the session's own ``session_usd`` cap (docs/limits.md)."""
+    registry = getattr(client, "registry", None)
+    if registry is not None:
+        await registry.journal.set_session_limits(session_id, {"session_usd": max_usd})
+        return
+    from acagent.store._select import open_journal  # a daemon drives the session: same journal
+
+    journal = await open_journal(settings)
+    try:
+        await journal.set_session_limits(session_id, {"session_usd": max_usd})
+    finally:
+        await journal.aclose()
 
 
 def _output_format(output_format: str | None, json_out: bool) -> str:
@@ -116,6 +135,7 @@ async def _run(
     continue_: bool,
     fmt: str,
     model: str | None = None,
+    max_usd: float | None = None,
 ) -> int:
     import contextlib
 
@@ -130,6 +150,8 @@ async def _run(
         settings, resume=resume, continue_=continue_, interactive=interactive, model_flag=model
     ) as opened:
         client = opened.client
+        if max_usd is not None:
+            await _set_session_cap(settings, client, opened.session_id, max_usd)
         ended: dict[str, Any] = {}
         changed = anyio.Event()
         turn_id: str | None = None

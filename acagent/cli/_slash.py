@@ -142,17 +142,18 @@ async def _compact(chat: Any, arg: str) -> None:
     if target is None and (registry := _runner_registry(chat)) is not None:
         runner = await registry.get_runner(chat.opened.session_id)
         target = getattr(runner, "compact", None)
-    if target is None:
-        chat._note("compaction is not available in this build yet (see `acagent compact ID`)")
-        return
     from acagent.errors import AcagentError
 
     try:
-        await target()
+        if target is None:  # a daemon drives the session: it compacts in the background (202)
+            await chat.client.request("POST", f"/v1/sessions/{chat.opened.session_id}/compact")
+            chat._note("compacting the history…")
+            return
+        done = await target()
     except AcagentError as exc:
         chat._error(exc)
         return
-    chat._note("compacting the history…")
+    chat._note(f"compacted the history: {done['tokens_before']} → {done['tokens_after']} tokens (estimated)")
 
 
 async def _list(chat: Any) -> list[dict[str, Any]]:

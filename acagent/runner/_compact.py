@@ -125,8 +125,11 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
     messages = list(ctx.messages)
     tokens_before = ports.estimator.estimate(ports.system_prompt, messages, ports.tools)
     sizes = [bytes_to_tokens(ports.estimator.message_bytes(m)) for m in messages]
-    # After a provider refusal the window is smaller than assumed: keep only the current turn.
-    keep = 0 if reason == "overflow" else int(window.context_window * settings.context.keep_recent)
+    # After a provider refusal the window is smaller than assumed, and a user who asks wants the
+    # room: keep only the last turn. Otherwise keep what fits in keep_recent of the window.
+    keep = (
+        0 if reason in ("overflow", "manual") else int(window.context_window * settings.context.keep_recent)
+    )
     cut = choose_cut(messages, sizes, keep)
     if cut is None:
         raise CompactionFailed(

@@ -262,6 +262,11 @@ class SessionRegistry(TranscriptKeeper):
         turn_id = await runner.step(text)
         return runner, turn_id
 
+    async def compact(self, session_id: str) -> dict[str, Any]:
+        """Compact a resting session's context now (see :meth:`InProcessRunner.compact`)."""
+        runner = await self.get_runner(session_id)
+        return await runner.compact()
+
     async def cancel(self, session_id: str, reason: str = "user") -> None:
         """Cancel the session's turn from any state (see :meth:`InProcessRunner.cancel`)."""
         runner = await self.get_runner(session_id)

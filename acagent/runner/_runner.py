@@ -347,6 +347,44 @@ class InProcessRunner(SessionPorts):
             return
         turn.interrupt(reason)
 
+    async def compact(self) -> dict[str, Any]:
+        """Compact the context now (``/compact``, ``acagent compact``, the HTTP route).
+
+        Runs like a turn for the busy rule (a message meanwhile gets ``session_busy``), under the
+        session lease, as one journaled summary step (:mod:`acagent.runner._compact`).
+
+        Returns:
+            The ``context.compacted`` payload.
+
+        Raises:
+            SessionBusy: a turn runs (here or in another live process).
+            UserError: a turn was interrupted and must be finished first.
+            CompactionFailed: nothing older than the last turn to summarise, or a useless summary.
+        """
+        from acagent.runner._compact import CompactionFailed, compact_context, ports_of
+
+        self.check_free(finishing_is_free=False)
+        self.state = RunnerState.ACCEPTING
+        self._turn_done = anyio.Event()
+        try:
+            self.writer.lease = await self.journal.acquire_lease(
+                self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
+            )
+            await self.load()
+            if self.row.status in ACTIVE:
+                raise UserError(
+                    f"session {self.session_id} has an interrupted turn; finish it first (run --resume)"
+                )
+            turn = self._new_turn(f"compact_{uuid.uuid4().hex[:12]}")
+            self.turn, self.state = turn, RunnerState.RUNNING
+            ports = ports_of(turn, await turn.definitions())
+            # Nothing to keep but the last turn: a manual compaction summarises all older turns.
+            if not ports.context.messages:
+                raise CompactionFailed("the session has no history to compact yet")
+            return await compact_context(ports, reason="manual")
+        finally:
+            await self._release()
+
     async def cancel(self, reason: str = "user") -> None:
         """Cancel from any state: a running turn here is interrupted; an idle or orphaned session is
         closed (open tool calls get results) and marked ``cancelled``; another live process holding

@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket
 from acagent._text import clean_text
 from acagent.errors import AcagentError, ConfigError, UserError
 from acagent.server._limits import BodyLimit
-from acagent.server._observe import add_metrics_route
+from acagent.server._observe import add_compact_route, add_metrics_route, check_session_limits
 from acagent.server._security import COOKIE_NAME, Guard, _same
 from acagent.server._state import DaemonState, hibernate
 from acagent.server._streams import MAX_SEQ, attach_websocket, sse_endpoint
@@ -96,6 +96,8 @@ class CreateSession(BaseModel):
     model: Text | None = Field(None, max_length=200)
     """``PROVIDER:MODEL``; default: the daemon's configured model, else resolved like ``acagent run``."""
     title: Text | None = Field(None, max_length=500)
+    limits: dict[str, float] | None = None
+    """The session's own caps (``session_usd``, ``session_tokens``, ``session_turns``; docs/limits.md)."""
 
 
 class PostMessage(BaseModel):
@@ -378,6 +380,7 @@ def create_app(state: DaemonState) -> FastAPI:
 
     app.router.default = _not_found  # type: ignore[method-assign]
     add_metrics_route(app, state)
+    add_compact_route(app, state)
 
     # ------------------------------------------------------------------ page and login
 
@@ -419,7 +422,10 @@ def create_app(state: DaemonState) -> FastAPI:
         from acagent.providers import resolve_model_id
 
         model = _check_model(body.model or state.settings.model or resolve_model_id(state.settings))
+        own = check_session_limits(body.limits)
         row = await state.registry.create_session(body.cwd, model=model, title=body.title)
+        if own:
+            await state.journal.set_session_limits(row.id, own)
         return _session_out(state, row, {})
 
     @app.get("/v1/sessions", response_model=list[SessionOut], responses=ERRORS, tags=["sessions"])

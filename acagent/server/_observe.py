@@ -1,4 +1,5 @@
-"""``GET /metrics``: the daemon's Prometheus metrics, behind the same bearer guard as the API.
+"""``GET /metrics`` (Prometheus metrics, behind the same bearer guard as the API), ``POST
+/v1/sessions/{id}/compact`` and the check of a session's own caps.
 
 The counters and histograms are the process recorder's (:mod:`acagent.obs._metrics`); the
 ``acagent_sessions{status}`` gauge is read from the journal at scrape time, so it counts every
@@ -7,13 +8,51 @@ session of this data directory, not only those this daemon has loaded.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from fastapi import FastAPI, Response
+from fastapi import BackgroundTasks, FastAPI, Response
 
+from acagent.errors import AcagentError, UserError
 from acagent.obs import enable_metrics
+from acagent.usage import Limits
 
-__all__ = ["add_metrics_route"]
+__all__ = ["add_compact_route", "add_metrics_route", "check_session_limits"]
+
+log = logging.getLogger("acagent.server")
+
+
+def check_session_limits(limits: dict[str, float] | None) -> dict[str, float]:
+    """Validate ``POST /v1/sessions`` ``limits`` (session caps only).
+
+    Raises:
+        UserError: an unknown key or a negative value (400 with the reason).
+    """
+    if not limits:
+        return {}
+    try:
+        Limits().for_session(limits)
+    except ValueError as exc:
+        raise UserError(f"invalid limits: {str(exc).splitlines()[0]}") from None
+    return dict(limits)
+
+
+def add_compact_route(app: FastAPI, state: Any) -> None:
+    """Register ``POST /v1/sessions/{id}/compact`` → 202; the compaction runs in the background."""
+
+    async def run(session_id: str) -> None:
+        try:
+            await state.registry.compact(session_id)
+        except AcagentError as exc:  # recorded nowhere else: the caller got its 202 already
+            log.warning("session %s: compaction failed: %s", session_id, exc.message)
+
+    @app.post("/v1/sessions/{session_id}/compact", status_code=202, tags=["sessions"])
+    async def compact(session_id: str, background: BackgroundTasks) -> dict[str, Any]:
+        """Summarise the session's older turns now (409 session_busy while a turn runs)."""
+        runner = await state.registry.get_runner(session_id)
+        runner.check_free(finishing_is_free=False)
+        background.add_task(run, session_id)
+        return {"session_id": session_id, "status": "compacting"}
 
 
 def add_metrics_route(app: FastAPI, state: Any) -> None:
