@@ -60,6 +60,7 @@ __all__ = [
     "UnexpectedModelBehavior",
     "UserError",
     "find_acagent_error",
+    "leaf_exception",
 ]
 
 
@@ -283,6 +284,17 @@ def find_acagent_error(exc: BaseException) -> AcagentError | None:
             if found is not None:
                 return found
     return None
+
+
+def leaf_exception(exc: BaseException) -> BaseException:
+    """The first non-group exception inside ``exc`` (``exc`` itself when it is not a group).
+
+    A bug inside a task group surfaces as ``ExceptionGroup("unhandled errors in a TaskGroup")``;
+    this is what names the real error (type and message) in ``turn.failed``.
+    """
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class CursorAhead(AcagentError):

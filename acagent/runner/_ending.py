@@ -7,7 +7,14 @@ import logging
 
 import anyio
 
-from acagent.errors import AcagentError, JournalError, StaleLease, TurnHalted, find_acagent_error
+from acagent.errors import (
+    AcagentError,
+    JournalError,
+    StaleLease,
+    TurnHalted,
+    find_acagent_error,
+    leaf_exception,
+)
 from acagent.runner._turn import Turn
 
 __all__ = ["fail_turn", "halt_error"]
@@ -38,6 +45,8 @@ async def fail_turn(turn: Turn, exc: Exception) -> None:
         exc = err
     else:
         log.exception("session %s: turn %s failed", sid, turn.turn_id)
+        leaf = leaf_exception(exc)  # the bug itself, not "unhandled errors in a TaskGroup"
+        exc = leaf if isinstance(leaf, Exception) else exc
     with anyio.CancelScope(shield=True), anyio.move_on_after(10):
         try:
             await turn.fail(
