@@ -7,8 +7,10 @@ overrides per model id::
     context_window = 128000
     max_output_tokens = 16384
 
-A model that is neither listed nor configured gets :data:`UNKNOWN_WINDOW` (a conservative
-default, with a warning), so compaction still keeps its requests bounded.
+A model that is neither listed nor configured gets :data:`UNKNOWN_WINDOW` with ``known=False``:
+a request past that size logs one warning, and such a model is compacted only when the provider
+refuses a request as too long (never on a guessed threshold, which would pay for summaries the
+model may not need).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def warn_unknown(model_id: str) -> None:
     if model_id not in _warned:
         _warned.add(model_id)
         log.warning(
-            "the context window of %s is unknown; assuming %d tokens (set [models.%r] context_window)",
+            "the context window of %s is unknown (assumed %d tokens): its context is compacted only "
+            "if the provider refuses a request as too long; set [models.%r] context_window",
             model_id,
             UNKNOWN_WINDOW,
             model_id,

@@ -372,8 +372,11 @@ async def fit_context(turn: Any, tools: list[Any], *, force: str | None = None) 
     over, est, _ = needs_compaction(ports, model)
     if force is None and not (over and turn.settings.context.auto):
         return est
-    if not window.known:
+    if force is None and not window.known:
+        # The window is only assumed: never summarise (and pay) on a guess. Compaction comes
+        # when the provider refuses the request as too long (the overflow path).
         warn_unknown(model)
+        return est
     try:
         await compact_context(ports, reason=force or "threshold")
     except CompactionFailed as exc:

@@ -211,3 +211,22 @@ def test_sigkill_during_compaction_resumes_with_exactly_one_compaction(
         for r in db.execute("SELECT payload FROM event WHERE session_id = ? AND type = 'llm.retry'", (sid,))
     ]
     assert any(r["reason"] == "process_died" for r in retries)
+
+
+async def test_model_of_unknown_window_is_never_compacted_on_a_guess(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """A custom model without a configured window: a big context is sent as is (no paid summary)."""
+    mock.default = lambda body: openai_text("ok")
+    s = load_settings(
+        {"home": str(tmp_path / "home"), "base_url": mock.openai_base_url, "model": "openai:mock"}, env={}
+    )
+    async with SessionRegistry.open(s) as reg:
+        row = await reg.create_session(workspace, model="openai:mock")
+        runner = await reg.get_runner(row.id)
+        await runner.run_turn("x" * 150_000)  # ~50,000 tokens by the estimate: over the assumed window
+        await runner.run_turn("and again")
+        events = await runner.journal.events(row.id, 0)
+    assert not any(r.json["messages"][0]["content"] == SUMMARY_SYSTEM for r in mock.requests)
+    assert not any(e.type == "context.compacted" for e in events)
+    assert [e.type for e in events].count("turn.completed") == 2
