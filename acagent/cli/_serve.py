@@ -91,6 +91,9 @@ def serve_command(
         bool,
         typer.Option("--allow-remote", help="Allow a non-loopback --host (the daemon runs commands as you)."),
     ] = False,
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="text, or json: one object per line (docs/observability.md).")
+    ] = "text",
 ) -> None:
     """Serve sessions over HTTP, WebSocket and SSE (and a web page) on a loopback port."""
     settings = build_settings(
@@ -103,6 +106,8 @@ def serve_command(
     )
     if stop:
         raise typer.Exit(_stop(settings))
+    if log_format not in ("text", "json"):
+        fail(f"--log-format takes text or json, not {log_format!r}", 2)
     import logging
 
     from acagent.server._daemon import ServeOptions, check_bind, is_loopback, serve
@@ -129,6 +134,7 @@ def serve_command(
         level=logging.WARNING, stream=sys.stderr, format="acagent: %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("acagent.server").setLevel(logging.INFO)
+    redact = _install_log_format(log_format, settings)
     options = ServeOptions(
         host=host,
         port=port,
@@ -138,6 +144,11 @@ def serve_command(
     )
 
     def ready(info: dict[str, Any], login_url: str) -> None:
+        try:  # the token exists now: no log line may carry it
+            redact.add((settings.home / "token").read_text().strip())
+        except OSError:
+            pass
+        _apply_log_format(log_format, redact)  # uvicorn configured its own loggers meanwhile
         if not is_loopback(host):
             sys.stderr.write(
                 f"acagent: warning: listening on {host}:{info['port']}, reachable from other machines;"
@@ -150,6 +161,28 @@ def serve_command(
         sys.stdout.flush()
 
     run_async(lambda: serve(settings, options, on_ready=ready))
+
+
+def _install_log_format(log_format: str, settings: Any) -> Any:
+    """Secrets redacted in every log line; ``json``: one JSON object per line (acagent.obs)."""
+
+    from acagent.obs import RedactSecrets
+
+    redact = RedactSecrets([settings.providers.openai_api_key, settings.providers.anthropic_api_key])
+    _apply_log_format(log_format, redact)
+    return redact
+
+
+def _apply_log_format(log_format: str, redact: Any) -> None:
+    import logging
+
+    from acagent.obs import JsonFormatter
+
+    for name in ("", "acagent", "uvicorn", "uvicorn.error", "uvicorn.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(redact)
+            if log_format == "json" and not isinstance(handler.formatter, JsonFormatter):
+                handler.setFormatter(JsonFormatter())
 
 
 def _stop(settings: Any) -> int:
