@@ -60,18 +60,42 @@ def list_command(
 
 
 @sessions_app.command("show")
-def show_command(session_id: Annotated[str, typer.Argument(help="Session id or unique prefix.")]) -> None:
-    """Show a session: status, usage, LLM attempts, pending approvals and its history."""
+def show_command(
+    session_id: Annotated[str, typer.Argument(help="Session id or unique prefix.")],
+    full: Annotated[
+        bool, typer.Option("--full", help="The whole history, also what compaction summarised.")
+    ] = False,
+) -> None:
+    """Show a session: status, usage and cost, LLM attempts, pending approvals and its history.
+
+    The history starts at the latest compaction's first kept event unless ``--full`` is given.
+    """
     settings = build_settings()
 
     async def go(journal: Any) -> tuple[dict[str, Any], list[Any], list[Any], list[Any]]:
+        from acagent.usage import PriceBook
+
         row = await journal.find_session(session_id)
         steps = await journal.steps(row.id)
         approvals = await journal.pending_approvals(row.id)
         events = await journal.events(row.id, 0)
-        return row.to_public(), steps, approvals, events
+        info = row.to_public()
+        totals = await journal.usage_totals(session_id=row.id, price=PriceBook(settings.pricing).price)
+        info.setdefault("usage", {}).update(
+            cost_usd=totals.to_dict()["cost_usd"], cost_complete=totals.to_dict()["cost_complete"]
+        )
+        return info, steps, approvals, events
 
     info, steps, approvals, events = run_async(lambda: _with_journal(settings, go))
+    compactions = [e for e in events if e.type == "context.compacted"]
+    info["compactions"] = len(compactions)
+    if compactions and not full:
+        first = int(compactions[-1].payload.get("first_kept_seq") or 0)
+        hidden = sum(1 for e in events if e.seq < first)
+        events = [e for e in events if e.seq >= first]
+        info.setdefault("warnings", []).append(
+            f"{hidden} earlier events were summarised by compaction; `--full` shows them"
+        )
     from acagent.render import show_session
 
     show_session(info, steps, approvals, events)

@@ -114,6 +114,16 @@ def summarize_steps(steps: Iterable[Any]) -> list[dict[str, Any]]:
     return list(grouped.values())
 
 
+def _cost_text(usage: dict[str, Any]) -> str:
+    """``$0.0123`` (``+`` when part of it is unknown), ``unknown``, or ``$0`` before any call."""
+    if "cost_usd" not in usage:
+        return "unknown"
+    cost = usage.get("cost_usd")
+    if cost is None:
+        return "unknown (no price for this model; docs/limits.md)"
+    return f"${cost:.4f}" + ("" if usage.get("cost_complete", True) else "+ (some calls unpriced)")
+
+
 def show_session(
     info: dict[str, Any],
     steps: Sequence[Any],
@@ -152,6 +162,7 @@ def show_session(
             "usage",
             f"{int(usage.get('input_tokens') or 0):,} in · {int(usage.get('output_tokens') or 0):,} out tokens",
         ),
+        ("cost", _cost_text(usage)),
         (
             "llm calls",
             _plural(len(summary), "step")

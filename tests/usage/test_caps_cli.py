@@ -49,3 +49,21 @@ def test_compact_command_summarises_older_turns(cli, mock: MockProvider, workspa
     assert "turn one" in json.dumps(summary_request) and summary_request["messages"][0]["role"] == "system"
     missing = cli("compact", "ses_nope", cwd=workspace)
     assert missing.returncode != 0 and "Traceback" not in missing.stderr and "ses_nope" in missing.stderr
+
+
+def test_sessions_show_has_cost_and_full_history_after_compaction(
+    cli, mock: MockProvider, workspace: Path
+) -> None:
+    (cli.home / "config.toml").write_text(CONFIG)
+    base = ["--model", "openai:mock", "--base-url", mock.openai_base_url]
+    mock.script(openai_text("alpha-answer", usage=(5, 100)), openai_text("beta-answer", usage=(5, 100)))
+    cli("run", "alpha question " + "a" * 3000, *base, cwd=workspace, check=True)
+    cli("run", "beta question", "--continue", *base, cwd=workspace, check=True)
+    sid = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)[0]["id"]
+    mock.script(openai_text("summary of alpha", usage=(5, 100)))
+    cli("compact", sid, "--base-url", mock.openai_base_url, cwd=workspace, check=True)
+    shown = cli("sessions", "show", sid, cwd=workspace, check=True).stdout
+    assert "$0.3000" in shown  # three calls of 100 output tokens at $1,000 per million
+    assert "alpha-answer" not in shown and "beta-answer" in shown and "--full" in shown
+    full = cli("sessions", "show", sid, "--full", cwd=workspace, check=True).stdout
+    assert "alpha-answer" in full and "beta-answer" in full
