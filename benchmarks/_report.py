@@ -28,6 +28,7 @@ FIGURES = [
     (6, "fig6_cli"),
     (7, "fig7_daemon"),
     (8, "fig8_providers"),
+    (9, "fig9_observability"),
 ]
 
 
