@@ -113,7 +113,9 @@ class AgenticLoop:
         try:
             est_tokens = await fit_context(turn, tools, force=force_compaction)
         except CompactionFailed as exc:
-            await turn.fail(error_type=exc.code, message=exc.message, detail=exc.detail)
+            # After a provider refusal the turn fails as the refusal it is (context_overflow).
+            code = "context_overflow" if force_compaction == "overflow" else exc.code
+            await turn.fail(error_type=code, message=exc.message, detail=exc.detail)
             raise TurnEnded from exc
         messages = list(turn.context.messages)
         digest = turn.context.digest(turn.system_prompt)

@@ -50,7 +50,7 @@ from acagent.runner._loop import AgenticLoop, TurnEnded
 from acagent.runner._protocol import AgentRunner, pid_is_dead
 from acagent.runner._session import SessionPorts
 from acagent.runner._turn import Turn
-from acagent.runner._window import RequestEstimator
+from acagent.runner._window import RequestEstimator, bytes_to_tokens
 from acagent.runner._writer import crash_point
 from acagent.store import ACTIVE, ToolCallRow
 
@@ -203,10 +203,14 @@ class InProcessRunner(SessionPorts):
             raise UserError(
                 f"session {self.session_id} has no interrupted turn to finish (it is {row.status!r})"
             )
-        if resume_turn is None:  # a cap already reached refuses the turn before anything is written
+        if resume_turn is None:
+            # A turn whose first call would break a cap is refused before anything is written
+            # (the daemon answers 429): the same estimate the loop checks before that call.
+            first_call = self.estimator.estimate(self.system_prompt, self.context.messages)
+            first_call += bytes_to_tokens(len((user_input or "").encode()))
             budget_for(self.settings).raise_if(
                 await budget_for(self.settings).check(
-                    self.journal, self.session_id, self.model_id, input_tokens=None, turn_starting=True
+                    self.journal, self.session_id, self.model_id, input_tokens=first_call, turn_starting=True
                 )
             )
         first = self._new_turn(resume_turn or new_turn or "")

@@ -406,7 +406,12 @@ def test_status_line_and_type_ahead(term: Tmux, mock: MockProvider) -> None:
 def test_slash_commands_and_multiline_input(term: Tmux, mock: MockProvider) -> None:
     """Issue 17 (3, 4): Alt+Enter and a trailing backslash insert newlines; /model switches the
     next turn's model; /cost, /approvals, /compact answer; /new and /resume switch sessions."""
-    mock.script(TextReply("first answer"), TextReply("second answer"), TextReply("third answer"))
+    mock.script(
+        TextReply("first answer"),
+        TextReply("second answer"),
+        TextReply("a summary"),  # /compact's summary request (an LLM step like any other)
+        TextReply("third answer"),
+    )
     term.type(f"acagent chat --model openai:mock --base-url {mock.openai_base_url}")
     term.wait_chat_prompt()
     first = re.search(r"session (ses_\w+)", term.screen())
@@ -431,7 +436,8 @@ def test_slash_commands_and_multiline_input(term: Tmux, mock: MockProvider) -> N
     term.type("/approvals")
     term.wait_text("no `always` answers")
     term.type("/compact")
-    term.wait_for(lambda s: "compact" in _last_line(s) or "compacting" in s or "not available" in s)
+    term.wait_for(lambda s: "compacted the history" in s or "compaction of the context" in s, what="/compact")
+    term.wait_chat_prompt()
     term.type("/mo", enter=False)
     term.keys("Tab")
     term.wait_for(lambda s: _last_line(s) == "› /model", what="tab completion")

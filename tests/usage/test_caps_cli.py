@@ -32,7 +32,7 @@ def test_run_max_usd_stops_before_the_call_with_one_line(cli, mock: MockProvider
     assert "Traceback" not in proc.stderr and "limit of $0.50" in proc.stderr, proc.stderr
     assert len(mock.requests) == 0  # 1,024 estimated output tokens at $1,000/M = $1.02 > $0.50
     sessions = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)
-    assert sessions[0]["status"] == "failed"
+    assert sessions[0]["status"] == "pending"  # refused before the turn was written
 
 
 def test_compact_command_summarises_older_turns(cli, mock: MockProvider, workspace: Path) -> None:

@@ -52,15 +52,18 @@ async def test_session_cap_stops_the_turn_before_the_call_that_would_exceed_it(
         await runner.run_turn("one")
         await runner.run_turn("two")
         assert len(mock.requests) == 2
-        await runner.run_turn("three")  # 2 x $1.024 spent + $1.024 estimated > $2.50
+        before = (await runner.journal.get_session(row.id)).last_seq
+        with pytest.raises(BudgetExceeded) as caught:  # 2 x $1.024 spent + $1.024 estimated > $2.50
+            await reg.start_turn(row.id, "three")
+        assert caught.value.detail["scope"] == "session"
+        assert (await runner.journal.get_session(row.id)).last_seq == before  # refused, nothing written
         events = await runner.journal.events(row.id, 0)
         snap = await runner.snapshot()
     assert len(mock.requests) == 2, "the call that would exceed the cap was made"
-    failed = [e.payload for e in events if e.type == "turn.failed"]
-    assert len(failed) == 1 and failed[0]["type"] == "budget_exceeded"
-    assert failed[0]["scope"] == "session" and failed[0]["limit"] == 2.5
-    assert failed[0]["used"] == pytest.approx(2 * CALL_USD)
-    assert snap["status"] == "failed"
+    assert caught.value.detail["limit"] == 2.5
+    assert caught.value.detail["used"] == pytest.approx(2 * CALL_USD)
+    assert not [e for e in events if e.type == "turn.failed"]
+    assert snap["status"] == "done"  # the session stays usable (raise the cap and go on)
 
 
 async def test_spend_survives_a_restart_and_a_raised_cap_lets_the_session_go_on(
@@ -97,12 +100,11 @@ async def test_daily_cap_counts_every_session_of_the_home(
         await (await reg.get_runner(a.id)).run_turn("a1")
         await (await reg.get_runner(b.id)).run_turn("b1")
         runner = await reg.get_runner(a.id)
-        await runner.run_turn("a2")
-        events = await runner.journal.events(a.id, 0)
+        with pytest.raises(BudgetExceeded) as caught:
+            await reg.start_turn(a.id, "a2")
         total = await runner.journal.usage_totals()
     assert len(mock.requests) == 2
-    failed = [e.payload for e in events if e.type == "turn.failed"]
-    assert failed and failed[-1]["type"] == "budget_exceeded" and failed[-1]["scope"] == "daily"
+    assert caught.value.detail["scope"] == "daily" and caught.value.detail["cap"] == "daily_usd"
     assert total.calls == 2 and total.cost_usd == pytest.approx(2 * CALL_USD)
 
 
@@ -116,3 +118,26 @@ async def test_usage_event_names_the_model_and_its_cost(
         await runner.run_turn("one")
         usage = [e.payload for e in await runner.journal.events(row.id, 0) if e.type == "usage"]
     assert usage[0]["model"] == "openai:mock" and usage[0]["cost_usd"] == pytest.approx(CALL_USD)
+
+
+async def test_cap_reached_inside_a_turn_fails_it_cleanly_before_the_next_call(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """The first call (a tool call) fits the cap; the call after the tool result would not."""
+    from tests.mockprovider import openai_tool_calls
+
+    calls = openai_tool_calls([("call_1", "shell", {"command": "echo hi"})])
+    usage_chunk = openai_text("", usage=(50, 1024)).split(b"data: [DONE]")[0].split(b"\n\n")[-2] + b"\n\n"
+    mock.script(calls.replace(b"data: [DONE]\n\n", usage_chunk + b"data: [DONE]\n\n"), _reply(1))
+    async with SessionRegistry.open(_settings(tmp_path / "home", mock, session_usd=1.5)) as reg:
+        row = await reg.create_session(workspace, model="openai:mock")
+        runner = await reg.get_runner(row.id)
+        await runner.run_turn("run it")
+        events = await runner.journal.events(row.id, 0)
+        snap = await runner.snapshot()
+    assert len(mock.requests) == 1
+    failed = [e.payload for e in events if e.type == "turn.failed"]
+    assert len(failed) == 1 and failed[0]["type"] == "budget_exceeded" and failed[0]["scope"] == "session"
+    assert failed[0]["used"] == pytest.approx(CALL_USD) and failed[0]["limit"] == 1.5
+    assert [e.payload["status"] for e in events if e.type == "tool.result"] == ["ok"]  # the call was paired
+    assert snap["status"] == "failed"
