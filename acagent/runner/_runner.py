@@ -207,7 +207,7 @@ class InProcessRunner(SessionPorts):
             # A turn whose first call would break a cap is refused before anything is written
             # (the daemon answers 429): the same estimate the loop checks before that call.
             first_call = self.estimator.estimate(self.system_prompt, self.context.messages)
-            first_call += bytes_to_tokens(len((user_input or "").encode()))
+            first_call += bytes_to_tokens(len((user_input or "").encode("utf-8", "surrogatepass")))
             budget_for(self.settings).raise_if(
                 await budget_for(self.settings).check(
                     self.journal, self.session_id, self.model_id, input_tokens=first_call, turn_starting=True
