@@ -29,7 +29,7 @@ from acagent.obs import metrics, provider_of
 from acagent.store import RecordUsage, UsageTotals, local_day
 from acagent.usage import CallEstimate, Limits, PriceBook, TokenCounts, check_budget
 
-__all__ = ["Budget", "budget_for"]
+__all__ = ["Budget", "budget_for", "usage_event"]
 
 _BUDGETS: dict[int, tuple[Any, Budget]] = {}
 
@@ -180,3 +180,20 @@ def budget_for(settings: Any) -> Budget:
     budget = Budget(settings)
     _BUDGETS[id(settings)] = (settings, budget)
     return budget
+
+
+def usage_event(turn_id: str, usage: Any, **fields: Any) -> tuple[str, dict[str, Any]]:
+    """The ``usage`` event of one call: its tokens plus ``fields`` (from :meth:`Budget.record`)."""
+    from acagent.events import make_payload
+
+    return (
+        "usage",
+        make_payload(
+            "usage",
+            turn_id=turn_id,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.input_tokens + usage.output_tokens,
+            **fields,
+        ),
+    )

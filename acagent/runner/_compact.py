@@ -32,6 +32,7 @@ from acagent.events import make_payload
 from acagent.messages import Message, TextPart
 from acagent.models._windows import model_window, warn_unknown
 from acagent.providers._base import ModelRequest, Provider, TextDelta
+from acagent.runner._budget import usage_event
 from acagent.runner._context import ContextBuilder
 from acagent.runner._cut import SUMMARY_SYSTEM, choose_cut, merge_summary, render_transcript
 from acagent.runner._window import BYTES_PER_TOKEN, RequestEstimator, bytes_to_tokens
@@ -289,20 +290,7 @@ async def _commit(
     if ports.budget is not None:
         op, extra = await ports.budget.record(request_id, model, usage)
         ops.append(op)
-    events.append(
-        (
-            "usage",
-            make_payload(
-                "usage",
-                turn_id=turn_id,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                total_tokens=usage.input_tokens + usage.output_tokens,
-                purpose="compaction",
-                **extra,
-            ),
-        )
-    )
+    events.append(usage_event(turn_id, usage, purpose="compaction", **extra))
     if not summary or tokens_after >= tokens_before:
         await ports.writer.commit(events, ops=ops)  # the call was paid: its usage is kept
         what = (

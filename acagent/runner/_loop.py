@@ -35,6 +35,7 @@ from acagent.models._windows import model_window
 from acagent.obs import metrics, provider_of, span
 from acagent.providers._base import ModelRequest, TextDelta
 from acagent.providers._parts import OUTPUT_LIMIT_ERROR
+from acagent.runner._budget import usage_event
 from acagent.runner._compact import CompactionFailed, fit_context
 from acagent.runner._tools import ToolExecutor
 from acagent.runner._turn import Turn
@@ -386,18 +387,12 @@ class AgenticLoop:
         turn.usage_totals[0] += usage.input_tokens
         turn.usage_totals[1] += usage.output_tokens
         events.append(
-            (
-                "usage",
-                make_payload(
-                    "usage",
-                    turn_id=turn_id,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    total_tokens=usage.input_tokens + usage.output_tokens,
-                    session_input_tokens=turn.usage_totals[0],
-                    session_output_tokens=turn.usage_totals[1],
-                    **usage_fields,
-                ),
+            usage_event(
+                turn_id,
+                usage,
+                session_input_tokens=turn.usage_totals[0],
+                session_output_tokens=turn.usage_totals[1],
+                **usage_fields,
             )
         )
         ops.append(usage_op)
