@@ -1,19 +1,19 @@
 """Figure 8: the provider adapters — CPU per model call vs history, and tool-argument assembly.
 
-- **CPU per call** through the real adapters (``OpenAIProvider``, ``AnthropicProvider``: the
-  official SDKs on the wire, acagent's incrementally encoded body, the SSE normaliser, the
-  stream mapping), against the strict mock (``tests/mockprovider.py``) answering a short text
+- **CPU per call** through the real adapters (``OpenAIProvider``, ``AnthropicProvider``:
+  acagent's incrementally encoded body posted with httpx, the WHATWG event parser, the stream
+  mapping), against the strict mock (``tests/mockprovider.py``) answering a short text
   reply. The history has N turns (user 1,000 chars; assistant 200 chars + a tool call with an
   800-char argument; the tool result; the final 1,000-char answer), kept as the same message
   objects from call to call as the runner's context keeps them, plus one new user message per
   call. CPU is ``time.thread_time()`` of the event-loop thread: the mock runs in its own threads,
   so the model's time (validating and answering the request) is excluded. The **anchor** is the
-  same call made the SDK's usual way (``create(**params)`` with the mapped messages), on the same
-  client, in the same run.
+  same call made the official SDK's usual way (``create(**params)`` with the mapped messages),
+  against the same mock, in the same run.
 - **Argument assembly**: 1 MB of ``write_file`` arguments arriving in 9-byte fragments (116,509
   fragments), through each adapter's stream mapping and the shared parts builder, fed with
-  objects shaped as the SDK's stream items, built beforehand (decoding the wire is the SDK's
-  work, part of the first measurement). CPU is ``time.process_time()``.
+  the ``(type, data)`` events the event parser gives, built beforehand (parsing the wire is part
+  of the first measurement). CPU is ``time.process_time()``.
 """
 
 from __future__ import annotations
@@ -75,12 +75,32 @@ def _tools() -> list[Any]:
     return [ToolDefinition("echo", "Echo the text back.", schema)]
 
 
+_SDK_CLIENTS: dict[int, Any] = {}
+
+
+async def _sdk_client(provider: Any) -> Any:
+    """The official SDK's client for ``provider``'s endpoint (built once, off the event loop)."""
+    if id(provider) not in _SDK_CLIENTS:
+
+        def build() -> Any:
+            if provider.name == "openai":
+                import openai
+
+                return openai.AsyncOpenAI(api_key="k", base_url=provider.base_url, max_retries=0)
+            import anthropic
+
+            return anthropic.AsyncAnthropic(api_key="k", base_url=provider.base_url, max_retries=0)
+
+        _SDK_CLIENTS[id(provider)] = await anyio.to_thread.run_sync(build)
+    return _SDK_CLIENTS[id(provider)]
+
+
 async def _sdk_way(provider: Any, request: Any) -> None:
     """The anchor: the SDK's own ``create(**params)`` (it transforms and re-encodes everything)."""
     from acagent.providers._anthropic import to_anthropic_messages, to_anthropic_tools
     from acagent.providers._openai import to_openai_messages, to_openai_tools
 
-    client = await provider._get_client()
+    client = await _sdk_client(provider)
     if provider.name == "openai":
         stream = await client.chat.completions.create(
             model=provider.model,

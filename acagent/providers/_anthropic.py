@@ -1,7 +1,7 @@
 """Anthropic Messages provider.
 
-Connection and mapping stay apart: :class:`AnthropicProvider` owns the ``AsyncAnthropic``
-client (base URL, key, timeouts, SDK retries off); :func:`to_anthropic_messages` /
+Connection and mapping stay apart: :class:`AnthropicProvider` owns the connection (base URL,
+key, timeouts; :class:`~acagent.providers._http.HTTPProvider`); :func:`to_anthropic_messages` /
 :func:`to_anthropic_tools` map the provider-neutral context to the wire, and
 :class:`AnthropicStreamedResponse` maps the raw stream events (``messages.create(stream=True)``)
 back to :data:`~acagent.providers.StreamEvent` items through the shared :class:`PartsBuilder`.
@@ -11,25 +11,22 @@ and parsed once; an empty or absent input is ``{}`` (F11 E1/E2). Terminal inform
 ``message_delta`` with ``stop_reason`` and usage (or ``message_stop``); a stream that ends or
 breaks before it raises :class:`~acagent.errors.StreamTruncated` (retryable), so a partial
 ``tool_use`` is never returned, so never run (:mod:`acagent.providers._stream`). The event
-stream is normalised before the SDK parses it (:mod:`acagent.providers._sse`) and the body is
-encoded incrementally (:mod:`acagent.providers._body`).
-
-The ``anthropic`` SDK is imported lazily, in a worker thread, on the first request
-(:func:`~acagent.providers._sdk.load_sdk`): building a provider (and so checking a model id) never imports it.
+stream is parsed by :mod:`acagent.providers._sse` and the body is encoded incrementally
+(:mod:`acagent.providers._body`) and posted with httpx (why not the ``anthropic`` SDK:
+:mod:`acagent.providers._http`); httpx is imported in a worker thread on the first request.
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from acagent.errors import ConfigError
+from acagent.errors import ConfigError, ProviderError
 from acagent.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from acagent.providers._anthropic_stream import AnthropicStreamedResponse, map_api_errors
+from acagent.providers._anthropic_stream import AnthropicStreamedResponse, anthropic_status_error
 from acagent.providers._base import ModelRequest, ToolDefinition
 from acagent.providers._body import BodyEncoder, EncodedArray
-from acagent.providers._sdk import SDKProvider
+from acagent.providers._http import EventSource, HTTPProvider
 
 if TYPE_CHECKING:
     from acagent.settings import Settings
@@ -44,6 +41,8 @@ __all__ = [
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 _PLACEHOLDER_KEY = "sk-ant-no-key-needed"
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` header (the Messages API version the mapping follows)."""
 
 
 # --------------------------------------------------------------------------- wire mapping
@@ -147,7 +146,7 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- provider
 
 
-class AnthropicProvider(SDKProvider):
+class AnthropicProvider(HTTPProvider):
     """The Anthropic Messages API bound to one model (implements ``Provider``).
 
     Args:
@@ -162,8 +161,6 @@ class AnthropicProvider(SDKProvider):
         ConfigError: no key for the official endpoint.
     """
 
-    sdk_module = "anthropic"
-    client_class = "AsyncAnthropic"
     path = "/v1/messages"
 
     def __init__(
@@ -191,15 +188,15 @@ class AnthropicProvider(SDKProvider):
         )
         self._encoder = BodyEncoder(anthropic_wire_messages, anthropic_merge)
 
-    def _stream_types(self, sdk: Any) -> tuple[Any, Any]:
-        return sdk.types.Message, sdk.AsyncStream[sdk.types.RawMessageStreamEvent]
+    def _headers(self) -> dict[str, str]:
+        return {"x-api-key": self._api_key, "anthropic-version": ANTHROPIC_VERSION}
 
-    def _map_errors(self) -> AbstractContextManager[None]:
-        return map_api_errors(self.name, self.base_url)
+    def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
+        return anthropic_status_error(self.name, status, body, headers)
 
-    def _streamed(self, stream: Any, deadline: float) -> AnthropicStreamedResponse:
+    def _streamed(self, events: EventSource, deadline: float) -> AnthropicStreamedResponse:
         return AnthropicStreamedResponse(
-            stream,
+            events,
             provider=self.name,
             base_url=self.base_url,
             idle_timeout_s=self.idle_timeout_s,

@@ -1,7 +1,7 @@
 """OpenAI-compatible Chat Completions provider (OpenAI, Ollama, llama.cpp, vLLM, ...).
 
-Connection and mapping stay apart: :class:`OpenAIProvider` owns the ``AsyncOpenAI`` client
-(base URL, key, timeouts, SDK retries off), while :func:`to_openai_messages` /
+Connection and mapping stay apart: :class:`OpenAIProvider` owns the connection (base URL,
+key, timeouts; :class:`~acagent.providers._http.HTTPProvider`), while :func:`to_openai_messages` /
 :func:`to_openai_tools` map the provider-neutral context to the wire and
 :class:`OpenAIStreamedResponse` maps ``chat.completion.chunk`` events back to
 :data:`~acagent.providers.StreamEvent` items through the shared :class:`PartsBuilder`.
@@ -9,26 +9,26 @@ Connection and mapping stay apart: :class:`OpenAIProvider` owns the ``AsyncOpenA
 Tool-call assembly from the stream is in :mod:`acagent.providers._openai_stream`. Argument text is assembled in linear time (:class:`~acagent.providers._parts.ArgsBuffer`: whether
 an object is complete is known without re-parsing the text so far) and parsed once, after
 ``finish_reason``. Completion and truncation follow :mod:`acagent.providers._stream`; the event
-stream is normalised by :mod:`acagent.providers._sse` before the SDK parses it; the request body
-is encoded incrementally by :mod:`acagent.providers._body` and posted through the SDK.
+stream is parsed by :mod:`acagent.providers._sse`; the request body is encoded incrementally by
+:mod:`acagent.providers._body` and posted with httpx (why not the ``openai`` SDK:
+:mod:`acagent.providers._http`).
 
-The ``openai`` SDK is imported lazily, in a worker thread, on the first request
-(:func:`~acagent.providers._sdk.load_sdk`): building a provider (and so checking a model id) never imports it.
+httpx is imported lazily, in a worker thread, on the first request: building a provider (and
+so checking a model id) never imports it.
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from acagent.errors import ConfigError
+from acagent.errors import ConfigError, ProviderError
 from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from acagent.providers._base import ModelRequest, ToolDefinition
 from acagent.providers._body import BodyEncoder, EncodedArray
-from acagent.providers._openai_stream import OpenAIStreamedResponse, map_api_errors
-from acagent.providers._sdk import SDKProvider
+from acagent.providers._http import EventSource, HTTPProvider
+from acagent.providers._openai_stream import OpenAIStreamedResponse, openai_status_error
 
 if TYPE_CHECKING:
     from acagent.settings import Settings
@@ -44,7 +44,7 @@ __all__ = [
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _PLACEHOLDER_KEY = "sk-no-key-needed"
-"""Sent to local OpenAI-compatible servers, which ignore the key but the SDK requires one."""
+"""Sent to local OpenAI-compatible servers, which ignore the key (some require the header)."""
 
 
 # --------------------------------------------------------------------------- wire mapping
@@ -134,7 +134,7 @@ def _is_official(base_url: str) -> bool:
     return (urlsplit(base_url).hostname or "") == "api.openai.com"
 
 
-class OpenAIProvider(SDKProvider):
+class OpenAIProvider(HTTPProvider):
     """A Chat Completions endpoint bound to one model (implements ``Provider``).
 
     Args:
@@ -150,8 +150,6 @@ class OpenAIProvider(SDKProvider):
         ConfigError: no key for the official endpoint.
     """
 
-    sdk_module = "openai"
-    client_class = "AsyncOpenAI"
     path = "/chat/completions"
 
     def __init__(
@@ -181,18 +179,16 @@ class OpenAIProvider(SDKProvider):
         )
         self._encoder = BodyEncoder(openai_wire_messages, openai_merge)
 
-    def _stream_types(self, sdk: Any) -> tuple[Any, Any]:
-        chunk = sdk.types.chat.ChatCompletionChunk
-        return chunk, sdk.AsyncStream[chunk]
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._api_key}"}
 
-    def _map_errors(self) -> AbstractContextManager[None]:
-        return map_api_errors(self.name, self._key_env, self.base_url)
+    def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
+        return openai_status_error(self.name, self._key_env, status, body, headers)
 
-    def _streamed(self, stream: Any, deadline: float) -> OpenAIStreamedResponse:
+    def _streamed(self, events: EventSource, deadline: float) -> OpenAIStreamedResponse:
         return OpenAIStreamedResponse(
-            stream,
+            events,
             provider=self.name,
-            key_env=self._key_env,
             base_url=self.base_url,
             idle_timeout_s=self.idle_timeout_s,
             deadline=deadline,

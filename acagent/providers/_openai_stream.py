@@ -1,4 +1,4 @@
-"""Reading an OpenAI Chat Completions stream: SDK errors, chunks → stream events, tool calls.
+"""Reading an OpenAI Chat Completions stream: status errors, chunks → stream events, tool calls.
 
 Tool-call assembly (F10). The wire routes argument fragments by ``choices[0].delta.tool_calls[].index``,
 but proxies and local servers reuse an index for several calls. The builder's own part index
@@ -19,14 +19,12 @@ Whether a call's text is a complete object is known in O(1) per fragment
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from acagent.errors import ProviderConnectionError, UnexpectedModelBehavior
+from acagent.errors import ProviderError, UnexpectedModelBehavior
 from acagent.providers._base import (
     ReasoningDelta,
     StreamEvent,
@@ -38,14 +36,9 @@ from acagent.providers._base import (
     stream_error,
 )
 from acagent.providers._parts import ArgsBuffer
-from acagent.providers._sdk import load_sdk, transport_errors
-from acagent.providers._stream import BaseStreamedResponse
+from acagent.providers._stream import BaseStreamedResponse, parse_data
 
-if TYPE_CHECKING:
-    import openai
-    from openai.types.chat import ChatCompletionChunk
-
-__all__ = ["OpenAIStreamedResponse", "map_api_errors"]
+__all__ = ["OpenAIStreamedResponse", "openai_status_error"]
 
 _FINISH_REASONS = {
     "stop": "stop",
@@ -55,51 +48,36 @@ _FINISH_REASONS = {
 }
 
 
-@contextmanager
-def map_api_errors(provider: str, key_env: str | None, base_url: str) -> Iterator[None]:
-    """Translate ``openai`` SDK exceptions into :mod:`acagent.errors` (``raise ... from``).
+def openai_status_error(
+    provider: str, key_env: str | None, status: int, body: Any, headers: dict[str, str]
+) -> ProviderError:
+    """The error of a non-2xx Chat Completions answer (``body`` decoded JSON, or text)."""
+    err = body if isinstance(body, dict) else {}
+    if isinstance(err.get("error"), dict):  # {"error": {...}}; some servers wrap it once more
+        err = err["error"]
+    return http_status_error(
+        provider,
+        status,
+        body=err if err else body,
+        headers=headers,
+        error_type=err.get("type") or err.get("code"),
+        error_code=err.get("code") if isinstance(err.get("code"), str) else None,
+        api_message=err.get("message"),
+        key_env=key_env,
+    )
 
-    Raises:
-        ProviderHTTPError: non-2xx answer (``APIStatusError``) or an in-band ``{"error": ...}``
-            stream event (``APIError``).
-        ProviderConnectionError: connection refused/reset, SDK timeout.
-        UnexpectedModelBehavior: an event that is not valid JSON, or a response the SDK rejects.
-    """
-    openai = load_sdk("openai")
-    try:
-        yield
-    except openai.APIStatusError as exc:
-        body = exc.body
-        err = body if isinstance(body, dict) else {}
-        if isinstance(err.get("error"), dict):  # some servers wrap it once more
-            err = err["error"]
-        raise http_status_error(
-            provider,
-            exc.status_code,
-            body=body,
-            headers={k.lower(): v for k, v in exc.response.headers.items()},
-            error_type=err.get("type") or err.get("code"),
-            error_code=err.get("code") if isinstance(err.get("code"), str) else None,
-            api_message=err.get("message"),
-            key_env=key_env,
-        ) from exc
-    except openai.APITimeoutError as exc:
-        raise ProviderConnectionError(f"request to {provider!r} at {base_url!r} timed out") from exc
-    except openai.APIConnectionError as exc:
-        cause = exc.__cause__ or exc
-        raise ProviderConnectionError(f"cannot reach {provider!r} at {base_url!r}: {cause}") from exc
-    except openai.APIResponseValidationError as exc:
-        raise UnexpectedModelBehavior(f"{provider!r} sent an invalid response: {exc}", body=exc.body) from exc
-    except openai.APIError as exc:
-        raise stream_error(
-            provider, error_type=exc.type or exc.code, api_message=exc.message, body=exc.body
-        ) from exc
-    except transport_errors() as exc:
-        raise ProviderConnectionError(f"connection to {provider!r} at {base_url!r} broke: {exc!r}") from exc
-    except json.JSONDecodeError as exc:
-        raise UnexpectedModelBehavior(
-            f"{provider!r} sent a stream event that is not JSON: {exc}", body=exc.doc[:500]
-        ) from exc
+
+def _in_band_error(provider: str, chunk: dict[str, Any]) -> ProviderError:
+    """An ``{"error": ...}`` event inside a 200 stream (what the SDK raised as ``APIError``)."""
+    error = chunk["error"]
+    err = error if isinstance(error, dict) else {}
+    message = err.get("message")
+    return stream_error(
+        provider,
+        error_type=err.get("type") or err.get("code"),
+        api_message=message if isinstance(message, str) and message else "An error occurred during streaming",
+        body=error,
+    )
 
 
 # --------------------------------------------------------------------------- stream mapping
@@ -129,19 +107,11 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
     """
 
     def __init__(
-        self,
-        stream: openai.AsyncStream[ChatCompletionChunk],
-        *,
-        provider: str,
-        key_env: str | None,
-        base_url: str,
-        idle_timeout_s: float,
-        deadline: float,
+        self, stream: Any, *, provider: str, base_url: str, idle_timeout_s: float, deadline: float
     ) -> None:
         super().__init__(
             stream, provider=provider, base_url=base_url, idle_timeout_s=idle_timeout_s, deadline=deadline
         )
-        self._key_env = key_env
         self._next_slot = 0
         self._text_slot: int | None = None
         self._reasoning_slot: int | None = None
@@ -151,18 +121,29 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
         """Wire index → a name seen on a fragment without arguments after a complete call."""
         self._last_wire_index = 0
         self._final_usage = False
-        self._eof = False
+        self._done = False
 
-    def _map_errors(self) -> AbstractContextManager[None]:
-        return map_api_errors(self._provider, self._key_env, self._base_url)
+    def _on_item(self, item: tuple[str, str]) -> Iterator[StreamEvent]:
+        data = item[1]
+        if data.startswith("[DONE]"):
+            self._done = True  # the end marker: reading stops (as the SDK did)
+            return iter(())
+        chunk = parse_data(self._provider, data)
+        if not isinstance(chunk, dict):
+            raise UnexpectedModelBehavior(
+                f"{self._provider!r} sent a stream event that is not an object", body=data[:500]
+            )
+        if chunk.get("error"):
+            raise _in_band_error(self._provider, chunk)
+        return self._on_chunk(chunk)
 
-    def _on_item(self, item: Any) -> Iterator[StreamEvent]:
-        return self._on_chunk(item)
+    def _ended(self) -> bool:
+        return self._done
 
     def _terminal(self) -> bool:
         if self._finish_reason is None:
             return False
-        return self._final_usage or (self._activity is not None and self._activity.done_marker)
+        return self._final_usage or self._done
 
     def _check_complete(self) -> None:
         nameless = [c.tool_call_id for c in self._calls.values() if not c.started]
@@ -174,36 +155,42 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
         slot, self._next_slot = self._next_slot, self._next_slot + 1
         return slot
 
-    def _on_chunk(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
-        if chunk.id:
-            self._response_id = chunk.id
-        usage = chunk.usage
-        if usage is not None:  # the usage-only chunk has `choices: []` (F11)
-            yield UsageUpdate(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
+    def _on_chunk(self, chunk: dict[str, Any]) -> Iterator[StreamEvent]:
+        if chunk.get("id"):
+            self._response_id = chunk["id"]
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):  # the usage-only chunk has `choices: []` (F11)
+            yield UsageUpdate(
+                input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")
+            )
+        else:
+            usage = None
         yield from self._on_choices(chunk)
         if usage is not None and self._finish_reason is not None:
             self._final_usage = True  # usage at or after the finish chunk is the final usage
 
-    def _on_choices(self, chunk: ChatCompletionChunk) -> Iterator[StreamEvent]:
-        for choice in chunk.choices or []:
-            if choice.index not in (0, None):
+    def _on_choices(self, chunk: dict[str, Any]) -> Iterator[StreamEvent]:
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index") not in (0, None):
                 continue
-            delta = choice.delta
-            if delta is not None:
-                extra = delta.model_extra
-                reasoning = (extra.get("reasoning_content") or extra.get("reasoning")) if extra else None
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if isinstance(reasoning, str) and reasoning:
                     if self._reasoning_slot is None:
                         self._reasoning_slot = self._new_slot()
                     yield ReasoningDelta(self._reasoning_slot, reasoning)
-                if delta.content:  # "" and None produce nothing
+                content = delta.get("content")
+                if content and isinstance(content, str):  # "" and None produce nothing
                     if self._text_slot is None:
                         self._text_slot = self._new_slot()
-                    yield TextDelta(self._text_slot, delta.content)
-                for fragment in delta.tool_calls or []:
-                    yield from self._on_tool_fragment(fragment)
-            if choice.finish_reason:
-                self._finish_reason = _FINISH_REASONS.get(choice.finish_reason, choice.finish_reason)
+                    yield TextDelta(self._text_slot, content)
+                for fragment in delta.get("tool_calls") or ():
+                    if isinstance(fragment, dict):
+                        yield from self._on_tool_fragment(fragment)
+            finish = choice.get("finish_reason")
+            if finish:
+                self._finish_reason = _FINISH_REASONS.get(finish, finish)
 
     def _starts_new_call(self, call: _OpenCall, wire_id: str | None, name: str | None, args: str) -> bool:
         complete = call.args.complete  # O(1): the buffer scanned each fragment once (F24)
@@ -217,13 +204,16 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
         # it on every fragment); it is remembered in case the next fragment opens an object.
         return args.lstrip().startswith("{") or bool(name and name != call.name)
 
-    def _on_tool_fragment(self, fragment: Any) -> Iterator[StreamEvent]:
-        wire_index = fragment.index if isinstance(fragment.index, int) else self._last_wire_index
+    def _on_tool_fragment(self, fragment: dict[str, Any]) -> Iterator[StreamEvent]:
+        index = fragment.get("index")
+        wire_index = index if isinstance(index, int) else self._last_wire_index
         self._last_wire_index = wire_index
-        function = fragment.function
-        name: str | None = (function.name if function is not None else None) or None
-        args: str = (function.arguments if function is not None else None) or ""
-        wire_id: str | None = fragment.id or None
+        function = fragment.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        name: str | None = function.get("name") or None
+        args: str = function.get("arguments") or ""
+        wire_id: str | None = fragment.get("id") or None
         call = self._calls.get(wire_index)
         if call is None or self._starts_new_call(call, wire_id, name, args):
             call = _OpenCall(

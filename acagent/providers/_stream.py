@@ -1,12 +1,12 @@
-"""Streaming scaffolding shared by the SDK-backed adapters (OpenAI, Anthropic).
+"""Streaming scaffolding shared by the HTTP adapters (OpenAI, Anthropic).
 
 :class:`BaseStreamedResponse` owns what every wire API has in common (pydantic-ai's
-``StreamedResponse`` plays this role there): reading the SDK's iterator under the call's
-deadline, translating SDK errors, feeding the shared :class:`~acagent.providers.PartsBuilder`,
-deciding whether the stream is complete, and building the final
-:class:`~acagent.providers.Response`. An adapter implements :meth:`~BaseStreamedResponse._on_item`
-(one SDK item → stream events), :meth:`~BaseStreamedResponse._map_errors` and the two questions
-about its end markers.
+``StreamedResponse`` plays this role there): reading the response's events
+(:class:`~acagent.providers._http.EventSource`) under the call's deadline, translating
+transport errors, feeding the shared :class:`~acagent.providers.PartsBuilder`, deciding whether
+the stream is complete, and building the final :class:`~acagent.providers.Response`. An adapter
+implements :meth:`~BaseStreamedResponse._on_item` (one ``(type, data)`` event → stream events)
+and the two questions about its end markers.
 
 Completion policy (F22):
 
@@ -28,21 +28,44 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import anyio
+import orjson
 
-from acagent.errors import ProviderConnectionError, StreamTruncated
+from acagent.errors import ProviderConnectionError, StreamTruncated, UnexpectedModelBehavior
 from acagent.providers._base import Response, StreamEvent
 from acagent.providers._parts import PartsBuilder
 from acagent.providers._sse import WireActivity, WireStall
 
-__all__ = ["BaseStreamedResponse", "next_chunk"]
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """httpx's transport error type once httpx is imported (nothing imports it for this)."""
+    import sys
+
+    httpx = sys.modules.get("httpx")
+    return (httpx.TransportError,) if httpx is not None else ()
+
+
+__all__ = ["BaseStreamedResponse", "next_chunk", "parse_data"]
 
 log = logging.getLogger("acagent.providers")
 
 _T = TypeVar("_T")
+
+
+def parse_data(provider: str, data: str) -> Any:
+    """One event's data as JSON.
+
+    Raises:
+        UnexpectedModelBehavior: the data is not JSON (retryable, like a broken stream).
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UnexpectedModelBehavior(
+            f"{provider!r} sent a stream event that is not JSON: {exc}", body=data[:500]
+        ) from exc
 
 
 async def next_chunk(
@@ -56,7 +79,7 @@ async def next_chunk(
     """Await the next stream item under the call's overall deadline.
 
     Args:
-        iterator: the SDK's event iterator.
+        iterator: the response's event iterator.
         provider: provider id, quoted in messages.
         idle_timeout_s: maximum silence before this item, in seconds — enforced here only when
             ``activity`` is None; with a normalised body the byte reader enforces it, so
@@ -102,10 +125,12 @@ async def next_chunk(
 
 
 class BaseStreamedResponse(ABC):
-    """A reply being streamed through an SDK iterator (implements ``StreamedResponse``).
+    """A reply being streamed (implements ``StreamedResponse``).
 
     Args:
-        stream: the SDK's async stream (``openai.AsyncStream`` / ``anthropic.AsyncStream``).
+        stream: the response's events, ``(type, data)`` pairs
+            (:class:`~acagent.providers._http.EventSource`, or any async iterator of pairs whose
+            ``activity`` attribute is a :class:`WireActivity` or None).
         provider: provider id, quoted in messages.
         base_url: endpoint, quoted in messages.
         idle_timeout_s: maximum silence on the wire, in seconds.
@@ -118,9 +143,7 @@ class BaseStreamedResponse(ABC):
         self._stream = stream
         self._provider, self._base_url = provider, base_url
         self._idle_timeout_s, self._deadline = idle_timeout_s, deadline
-        response = getattr(stream, "response", None)
-        extensions = getattr(response, "extensions", None) or {}
-        self._activity: WireActivity | None = extensions.get("acagent.activity")
+        self._activity: WireActivity | None = getattr(stream, "activity", None)
         self._builder = PartsBuilder()
         self._finish_reason: str | None = None
         """Normalised finish reason (``stop``, ``tool_calls``, ``length``, or the API's own)."""
@@ -129,12 +152,13 @@ class BaseStreamedResponse(ABC):
 
     # -- what an adapter provides ----------------------------------------------
     @abstractmethod
-    def _map_errors(self) -> AbstractContextManager[None]:
-        """Context manager translating the SDK's exceptions into :mod:`acagent.errors`."""
+    def _on_item(self, item: tuple[str, str]) -> Iterator[StreamEvent]:
+        """Map one ``(event type, data)`` to stream events (and record end markers).
 
-    @abstractmethod
-    def _on_item(self, item: Any) -> Iterator[StreamEvent]:
-        """Map one SDK stream item to stream events (and record end markers)."""
+        Raises:
+            ProviderHTTPError: an in-band error event; UnexpectedModelBehavior: data that is
+                not the JSON the API sends.
+        """
 
     @abstractmethod
     def _terminal(self) -> bool:
@@ -170,11 +194,10 @@ class BaseStreamedResponse(ABC):
                         deadline=self._deadline,
                         activity=self._activity,
                     )
-                except Exception:
-                    # Translated only when raised: entering the mapping per item costs more
-                    # than reading the item (F24: 100,000 items a second).
-                    with self._map_errors():
-                        raise
+                except transport_errors() as exc:
+                    raise ProviderConnectionError(
+                        f"connection to {self._provider!r} at {self._base_url!r} broke: {exc!r}"
+                    ) from exc
                 if item is None:
                     break
                 for event in self._on_item(item):

@@ -8,8 +8,8 @@ received so far on every fragment: n²/18 characters for 9-byte fragments).
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -31,62 +31,62 @@ def big_arguments(size: int) -> str:
     return json.dumps({"path": "big.py", "content": content})
 
 
-def openai_chunks(args: str, fragment: int = 9) -> Iterator[Any]:
-    """Chat Completions chunks (attribute objects, as the SDK gives them) streaming ``args``."""
+def openai_chunks(args: str, fragment: int = 9) -> Iterator[tuple[str, str]]:
+    """Chat Completions events (``(type, data)`` as the event source gives them) streaming ``args``."""
 
-    def chunk(delta: Any, finish: str | None = None, usage: Any = None) -> Any:
-        choices = [] if delta is None else [SimpleNamespace(index=0, delta=delta, finish_reason=finish)]
-        return SimpleNamespace(id="c", usage=usage, choices=choices)
+    def chunk(delta: Any, finish: str | None = None, usage: Any = None) -> tuple[str, str]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return "message", json.dumps({"id": "c", "usage": usage, "choices": choices})
 
-    def delta(tool_calls: Any = None) -> Any:
-        return SimpleNamespace(model_extra={}, content=None, tool_calls=tool_calls)
-
-    def call(i: int, text: str) -> Any:
-        fn = SimpleNamespace(name="write_file" if i == 0 else None, arguments=text)
-        return SimpleNamespace(index=0, id="call_1" if i == 0 else None, function=fn)
+    def call(i: int, text: str) -> dict[str, Any]:
+        fn = {"name": "write_file" if i == 0 else None, "arguments": text}
+        return {"index": 0, "id": "call_1" if i == 0 else None, "function": fn}
 
     for n, i in enumerate(range(0, len(args), fragment)):
-        yield chunk(delta([call(n, args[i : i + fragment])]))
-    yield chunk(delta(), "tool_calls")
-    yield chunk(None, usage=SimpleNamespace(prompt_tokens=1, completion_tokens=2))
+        yield chunk({"content": None, "tool_calls": [call(n, args[i : i + fragment])]})
+    yield chunk({}, "tool_calls")
+    yield chunk(None, usage={"prompt_tokens": 1, "completion_tokens": 2})
 
 
-def anthropic_events(args: str, fragment: int = 9) -> Iterator[Any]:
-    """Messages stream events (attribute objects) streaming ``args`` as ``input_json_delta``."""
-    ns = SimpleNamespace
-    yield ns(type="message_start", message=ns(id="m", usage=ns(input_tokens=1, output_tokens=1)))
-    block = ns(type="tool_use", id="toolu_1", name="write_file", input={})
-    yield ns(type="content_block_start", index=0, content_block=block)
+def anthropic_events(args: str, fragment: int = 9) -> Iterator[tuple[str, str]]:
+    """Messages stream events (``(type, data)``) streaming ``args`` as ``input_json_delta``."""
+
+    def event(data: dict[str, Any]) -> tuple[str, str]:
+        return data["type"], json.dumps(data)
+
+    yield event(
+        {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 1, "output_tokens": 1}}}
+    )
+    block = {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {}}
+    yield event({"type": "content_block_start", "index": 0, "content_block": block})
     for i in range(0, len(args), fragment):
-        yield ns(
-            type="content_block_delta",
-            index=0,
-            delta=ns(type="input_json_delta", partial_json=args[i : i + fragment]),
-        )
-    yield ns(type="content_block_stop", index=0)
-    yield ns(type="message_delta", delta=ns(stop_reason="tool_use"), usage=ns(output_tokens=5))
-    yield ns(type="message_stop")
+        delta = {"type": "input_json_delta", "partial_json": args[i : i + fragment]}
+        yield event({"type": "content_block_delta", "index": 0, "delta": delta})
+    yield event({"type": "content_block_stop", "index": 0})
+    yield event(
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}
+    )
+    yield event({"type": "message_stop"})
 
 
 class _Stream:
-    """An SDK stream stand-in whose response carries a ``WireActivity`` like a normalised one."""
+    """An event source stand-in carrying a ``WireActivity`` like a real one."""
 
-    def __init__(self, items: Iterator[Any]) -> None:
-        self._items = items
-        self.response = SimpleNamespace(extensions={"acagent.activity": WireActivity()})
+    def __init__(self, items: Iterator[tuple[str, str]]) -> None:
+        self._items = deque(items)
+        self.activity = WireActivity()
 
-    async def __anext__(self) -> Any:
-        try:
-            return next(self._items)
-        except StopIteration:
-            raise StopAsyncIteration from None
+    async def __anext__(self) -> tuple[str, str]:
+        if not self._items:
+            raise StopAsyncIteration
+        return self._items.popleft()
 
 
 def streamed(api: str, args: str, fragment: int = 9) -> Any:
     """A real adapter StreamedResponse over an in-memory stream of ``args`` in fragments."""
     kw = {"provider": api, "base_url": "mem", "idle_timeout_s": 60.0, "deadline": 1e12}
     if api == "openai":
-        return OpenAIStreamedResponse(_Stream(openai_chunks(args, fragment)), key_env=None, **kw)  # type: ignore[arg-type]
+        return OpenAIStreamedResponse(_Stream(openai_chunks(args, fragment)), **kw)  # type: ignore[arg-type]
     return AnthropicStreamedResponse(_Stream(anthropic_events(args, fragment)), **kw)  # type: ignore[arg-type]
 
 

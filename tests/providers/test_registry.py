@@ -94,8 +94,8 @@ class TestResolveModelId:
 
 def test_importing_providers_does_not_import_the_sdks() -> None:
     """F27: importing the package, the adapter classes, and building a provider for a model id
-    (what `acagent run --model openai:NAME` does to check it) import no SDK and no httpx2; the SDK
-    is imported on the first request, in a worker thread."""
+    (what `acagent run --model openai:NAME` does to check it) import no SDK and no httpx; httpx
+    is imported on the first request, in a worker thread, and the SDKs never (issue 12)."""
     code = (
         "import sys, acagent.providers as p\n"
         "from acagent.settings import Settings, ProviderSettings\n"
@@ -104,27 +104,27 @@ def test_importing_providers_does_not_import_the_sdks() -> None:
         "s = Settings(home='/nonexistent', providers=ProviderSettings(openai_api_key='k', anthropic_api_key='k'))\n"
         "p.create_provider('openai:gpt-4o-mini', s); p.create_provider('anthropic:claude-x', s)\n"
         "p.create_provider('ollama:llama3.2', s)\n"
-        "bad = [m for m in ('openai', 'anthropic', 'httpx2') if m in sys.modules]\n"
+        "bad = [m for m in ('openai', 'anthropic', 'httpx2', 'httpx') if m in sys.modules]\n"
         "assert not bad, f'imported just to check a model id: {bad}'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 @pytest.mark.anyio
-async def test_first_request_imports_the_sdk_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """F27: the SDK import runs in a worker thread, never on the event loop's thread."""
+async def test_first_request_imports_httpx_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """F27: the HTTP stack's import runs in a worker thread, never on the event loop's thread."""
     import threading
 
-    from acagent.providers import _openai, _sdk
+    from acagent.providers import _http, _openai
 
     threads: list[str] = []
-    real = _sdk.load_sdk
+    real = _http.load_httpx
 
-    def spy(name: str) -> object:
+    def spy() -> object:
         threads.append(threading.current_thread().name)
-        return real(name)
+        return real()
 
-    monkeypatch.setattr(_sdk, "load_sdk", spy)
+    monkeypatch.setattr(_http, "load_httpx", spy)
     provider = _openai.OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", api_key="k")
     await provider._get_client()
     await provider.aclose()

@@ -1,9 +1,10 @@
-"""F35: the daemon never blocks its event loop — a cancel lands while a fresh provider's SDK loads.
+"""F35: the daemon never blocks its event loop — a cancel lands while a fresh provider's code loads.
 
-A fresh daemon subprocess whose ``anthropic`` import is slow (a ``sitecustomize`` on its
-``PYTHONPATH`` delays that one import by 4 s, as a loaded machine or a cold disk does; nothing in
-acagent knows about it). Session B runs a long turn; session A (``anthropic:…``) gets its first
-message, so its provider — and the SDK — is built now. While that import runs, ``POST
+A fresh daemon subprocess whose import of the Anthropic adapter is slow (a ``sitecustomize`` on
+its ``PYTHONPATH`` delays that one import by 4 s, as a loaded machine or a cold disk does, as the
+``anthropic`` SDK's import did when the adapter used it; nothing in acagent knows about it).
+Session B runs a long turn; session A (``anthropic:…``) gets its first message, so its provider
+is built now. While that import runs, ``POST
 …/cancel`` on B must be answered and B's turn interrupted within 1 s, and a stats request must
 be answered within 1 s. Before the fix the provider was built on the event loop: the cancel
 waited for the whole import.
@@ -26,7 +27,7 @@ import importlib.abc, sys, time
 
 class _Slow(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "anthropic":
+        if name == "acagent.providers._anthropic":
             time.sleep(4.0)  # a slow import (loaded machine, cold disk); releases the GIL like real I/O
         return None
 

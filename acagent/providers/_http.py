@@ -1,0 +1,231 @@
+"""The connection half shared by the HTTP adapters (OpenAI-compatible, Anthropic).
+
+:class:`HTTPProvider` posts a body the adapter encoded itself (:mod:`~acagent.providers._body`)
+with ``httpx`` and reads the event stream with acagent's own WHATWG parser
+(:mod:`~acagent.providers._sse`); an adapter supplies its path, headers, body, error-body
+reading and its :class:`~acagent.providers._stream.BaseStreamedResponse` subclass.
+
+Why not the official SDKs (they were the wire until issue 12): the adapters already encoded the
+body, parsed the event stream (F21) and mapped every stream item themselves, so the SDKs only
+added their import and a pydantic object per stream item. Importing ``openai`` costs 0.7–0.9 s
+of CPU and ``anthropic`` 2.2 s on this machine (``/usr/bin/time python -c "import openai"``) —
+more than a whole one-shot tool-call turn of Codex (0.59 s) — and building the SDK's objects
+for each delta was a large share of the daemon's CPU per streamed delta. What the SDKs did
+besides is small and kept here: the auth headers, ``Idempotency-Key``, status errors with their
+JSON body and headers (``retry-after``), transport errors as
+:class:`~acagent.errors.ProviderConnectionError`.
+
+``httpx`` is imported on the first request, in a worker thread (it costs ~0.15 s): building a
+provider, and so checking a model id, imports nothing of the network stack (F27, F53).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import Any, ClassVar
+
+import anyio
+import anyio.to_thread
+import orjson
+
+from acagent.errors import ProviderConnectionError, ProviderError
+from acagent.providers._base import ModelRequest
+from acagent.providers._sse import SSENormalizer, WireActivity, WireStall
+from acagent.providers._stream import BaseStreamedResponse
+
+__all__ = ["EventSource", "HTTPProvider", "load_httpx"]
+
+_LOCK = threading.Lock()
+_HTTPX: list[Any] = []
+
+
+def load_httpx() -> Any:
+    """Import ``httpx`` (blocking, ~0.15 s cold: call it from a worker thread) and return it."""
+    if not _HTTPX:
+        with _LOCK:
+            if not _HTTPX:
+                import httpx
+
+                _HTTPX.append(httpx)
+    return _HTTPX[0]
+
+
+class EventSource:
+    """The events of one streamed response body: ``(type, data)`` pairs, WHATWG-parsed (F21).
+
+    Args:
+        response: an ``httpx.Response`` opened with ``stream=True``.
+        idle_timeout_s: maximum silence between two reads of body bytes, in seconds; any byte
+            (a keep-alive comment included) resets it.
+
+    Iterating raises :class:`WireStall` after ``idle_timeout_s`` of silence and lets transport
+    errors (``httpx.TransportError``) through for the adapter's mapping.
+    """
+
+    def __init__(self, response: Any, idle_timeout_s: float) -> None:
+        self.response = response
+        self.activity = WireActivity()
+        self._raw = response.aiter_raw()
+        self._parser = SSENormalizer()
+        self._pending: deque[tuple[str, str]] = deque()
+        self._idle_timeout_s = idle_timeout_s
+
+    def __aiter__(self) -> EventSource:
+        return self
+
+    async def __anext__(self) -> tuple[str, str]:
+        pending = self._pending
+        while not pending:
+            try:
+                with anyio.fail_after(self._idle_timeout_s):
+                    chunk = await self._raw.__anext__()
+            except StopAsyncIteration:
+                self._parser.finish()
+                raise
+            except TimeoutError:
+                raise WireStall(self._idle_timeout_s) from None
+            self.activity.touch(len(chunk))
+            pending.extend(self._parser.feed_events(chunk))
+            if self._parser.done_marker:
+                self.activity.done_marker = True
+        return pending.popleft()
+
+
+def decode_body(raw: bytes) -> Any:
+    """An error body as JSON when it is JSON, else its text (at most 2,000 characters)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw[:2000].decode("utf-8", "replace")
+
+
+class HTTPProvider(ABC):
+    """Base of the HTTP providers (implements most of ``Provider``).
+
+    Args:
+        model: model name sent as ``model``.
+        name: provider id used in messages and model ids.
+        base_url: endpoint root (no trailing slash).
+        api_key: the key sent (a placeholder for keyless local servers).
+        timeout_s: maximum duration of one call, connect to last byte, in seconds.
+        idle_timeout_s: maximum silence on the wire, in seconds (keep-alives count as bytes).
+    """
+
+    supports_tools: bool = True
+    path: ClassVar[str]
+    """Request path appended to the base URL (``/chat/completions``, ``/v1/messages``)."""
+
+    def __init__(
+        self, model: str, *, name: str, base_url: str, api_key: str, timeout_s: float, idle_timeout_s: float
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self._api_key = api_key
+        self._client: Any = None
+        self._client_lock = anyio.Lock()
+
+    # -- what an adapter provides ----------------------------------------------
+    @abstractmethod
+    def _headers(self) -> dict[str, str]:
+        """Authentication and API headers of every request."""
+
+    @abstractmethod
+    def encode_body(self, request: ModelRequest) -> bytes:
+        """The JSON request body (deterministic: a retry sends the same bytes)."""
+
+    @abstractmethod
+    def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
+        """The error of a non-2xx answer (``body`` decoded by :func:`decode_body`)."""
+
+    @abstractmethod
+    def _streamed(self, events: EventSource, deadline: float) -> BaseStreamedResponse:
+        """The adapter's streamed response over the event source."""
+
+    # -- shared ----------------------------------------------------------------
+    def _make_client(self) -> Any:
+        """Import httpx and build the client (blocking: runs in a worker thread)."""
+        httpx = load_httpx()
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "accept-encoding": "identity",  # the parser reads the body bytes as they come
+            "user-agent": "acagent",
+            **self._headers(),
+        }
+        return httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(self.timeout_s))
+
+    async def _get_client(self) -> Any:
+        if self._client is None:
+            async with self._client_lock:
+                if self._client is None:
+                    self._client = await anyio.to_thread.run_sync(self._make_client)
+        return self._client
+
+    @contextmanager
+    def _transport_errors(self, stage: str) -> Iterator[None]:
+        """httpx's timeouts and transport errors as :class:`ProviderConnectionError`."""
+        httpx = load_httpx()
+        try:
+            yield
+        except httpx.TimeoutException as exc:
+            raise ProviderConnectionError(f"request to {self.name!r} at {self.base_url!r} timed out") from exc
+        except httpx.TransportError as exc:
+            if stage == "connect":
+                raise ProviderConnectionError(
+                    f"cannot reach {self.name!r} at {self.base_url!r}: {exc!r}"
+                ) from exc
+            raise ProviderConnectionError(
+                f"connection to {self.name!r} at {self.base_url!r} broke: {exc!r}"
+            ) from exc
+
+    @asynccontextmanager
+    async def request_stream(self, request: ModelRequest) -> AsyncIterator[BaseStreamedResponse]:
+        """Open a streamed ``POST``; leaving the context closes the response (aborting it).
+
+        Yields:
+            The adapter's streamed response, to iterate.
+
+        Raises:
+            ProviderError: on entry, for an HTTP error (``ContextOverflow`` for a context-length
+                refusal) or an endpoint that does not answer within the idle timeout.
+        """
+        deadline = anyio.current_time() + self.timeout_s
+        body = self.encode_body(request)  # before any await: the request as it is now
+        client = await self._get_client()
+        post = client.build_request(
+            "POST", self.base_url + self.path, content=body, headers={"idempotency-key": request.request_id}
+        )
+        try:
+            with (
+                self._transport_errors("connect"),
+                anyio.fail_after(min(self.idle_timeout_s, self.timeout_s)),
+            ):
+                response = await client.send(post, stream=True)
+                if response.status_code >= 300:
+                    try:
+                        raw = await response.aread()
+                    finally:
+                        await response.aclose()
+                    headers = {k.lower(): v for k, v in response.headers.items()}
+                    raise self._status_error(response.status_code, decode_body(raw), headers)
+        except TimeoutError as exc:
+            raise ProviderConnectionError(
+                f"{self.name!r} at {self.base_url!r} did not answer within {self.idle_timeout_s:g} s"
+            ) from exc
+        try:
+            yield self._streamed(EventSource(response, self.idle_timeout_s), deadline)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5.0), suppress(Exception):
+                await response.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (if one was built)."""
+        if self._client is not None:
+            await self._client.aclose()
