@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--only 1,3] [--out docs/benchmarks.md]``.
+"""``python -m benchmarks [--quick] [--only 1,3] [--out docs/benchmarks.md] [--peers DIR]``.
 
 Runs each figure in its own subprocess (a fresh interpreter: no memory, imports or GC state leak
 from one figure into the next, and a crash in one leaves the others standing), collects what
@@ -54,10 +54,36 @@ def crashed_figure(number: int, module: str, returncode: int, stderr: str) -> di
     }
 
 
+def _peers(directory: str, rounds: int) -> dict[str, Any]:
+    """Section P (benchmarks/peers.py), run in this process (it measures its children's CPU)."""
+    from benchmarks import peers
+
+    sys.stderr.write(f"peers ({directory}) ...\n")
+    t0 = time.perf_counter()
+    try:
+        fig = peers.run(directory, rounds)
+    except Exception as exc:  # a crashed comparison is a FAIL row, never a missing section
+        import traceback
+
+        fig = crashed_figure(0, "peers", 1, traceback.format_exc() + str(exc))
+        fig["number"] = "P"
+    fig["seconds"] = time.perf_counter() - t0
+    return fig
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (< 2 minutes)")
-    parser.add_argument("--only", default="", help="comma-separated figure numbers, e.g. 1,3")
+    parser.add_argument("--only", default="", help="comma-separated figure numbers, e.g. 1,3 (or 'peers')")
+    parser.add_argument(
+        "--peers",
+        default=None,
+        metavar="DIR",
+        help="also run the one-shot task for the peer CLIs installed in DIR",
+    )
+    parser.add_argument(
+        "--peer-rounds", type=int, default=5, help="interleaved rounds of --peers (default 5)"
+    )
     parser.add_argument(
         "--out", default="-", help="report path, e.g. docs/benchmarks.md (default '-': stdout only)"
     )
@@ -69,9 +95,13 @@ def main(argv: list[str] | None = None) -> int:
             "install it with: pip install -e '.[bench]'\n"
         )
         return 2
-    only = {int(x) for x in args.only.split(",") if x.strip()}
+    tokens = [x.strip() for x in args.only.split(",") if x.strip()]
+    only = {int(x) for x in tokens if x != "peers"} or ({-1} if tokens else set())
     command = (
-        "python -m benchmarks" + (" --quick" if args.quick else "") + (f" --only {args.only}" if only else "")
+        "python -m benchmarks"
+        + (" --quick" if args.quick else "")
+        + (f" --only {args.only}" if tokens else "")
+        + (f" --peers {args.peers} --peer-rounds {args.peer_rounds}" if args.peers else "")
     )
     started = time.time()
     info = machine_info(command)
@@ -104,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         fig["seconds"] = elapsed
         figures.append(fig)
         sys.stderr.write(f"  done in {elapsed:.1f} s\n")
+    if args.peers:
+        figures.append(_peers(args.peers, args.peer_rounds))
     info["duration_s"] = time.time() - started
     info.update(machine_info(command, end=True))
     text = write_report(figures, info)
