@@ -98,6 +98,8 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
         p = event.payload
         if event.type == "session.status":
             state["status"] = p.get("status")
+        if p.get("turn_id"):
+            state["turn_id"] = p["turn_id"]  # the turn a Ctrl-C targets (never a later one)
         elif event.type == "approval.requested":
             state["approval"] = p
         elif event.type == "approval.resolved" and (state["approval"] or {}).get("tool_call_id") == p.get(
@@ -182,7 +184,7 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
                     state["last_sigint"] = now
                     console.print("\n[yellow]cancelling the turn… (Ctrl-C again to detach)[/yellow]")
                     with contextlib.suppress(AcagentError):
-                        await client.cancel()
+                        await client.cancel(turn_id=state.get("turn_id"))
 
         tg.start_soon(consume)
         tg.start_soon(read_input)

@@ -326,7 +326,7 @@ class _Chat:
         if self.cancel_presses == 1:
             self._note("interrupting… (Ctrl-C twice more to quit)")
             try:
-                await self.client.cancel()
+                await self.client.cancel(turn_id=self.turn_id or None)  # only the turn shown
             except AcagentError as exc:
                 self._error(exc)
         elif self.cancel_presses >= 3:

@@ -171,7 +171,7 @@ async def _run(
                     if not settings.auto_approve and not interactive:
                         refused.append(p)  # no one to ask: end the turn, exit 3 (module docstring)
                         with contextlib.suppress(AcagentError):
-                            await _cancel(client, opened.remote)
+                            await _cancel(client, opened.remote, p.get("turn_id"))
                     else:
                         with anyio.CancelScope() as prompt:
                             prompts.append(prompt)
@@ -191,9 +191,11 @@ async def _run(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
-            tg.start_soon(_cancel_on_ctrl_c, client, opened.remote, prompts)
+            target: list[str] = []  # the turn a Ctrl-C cancels, once known
+            tg.start_soon(_cancel_on_ctrl_c, client, opened.remote, prompts, target)
             try:
                 turn_id = await client.send(prompt)
+                target.append(turn_id)
                 while turn_id not in ended:
                     await changed.wait()
             finally:
@@ -215,11 +217,11 @@ async def _run(
     return code
 
 
-async def _cancel(client: Any, remote: bool) -> None:
+async def _cancel(client: Any, remote: bool, turn_id: str | None) -> None:
     if remote:  # the daemon's cancel has no reason field: the exit code and note still say it
-        await client.cancel()
+        await client.cancel(turn_id=turn_id)
     else:
-        await client.cancel(reason=NO_TERMINAL_REASON)
+        await client.cancel(reason=NO_TERMINAL_REASON, turn_id=turn_id)
 
 
 def _outcome(event: Any, refused: list[dict[str, Any]]) -> tuple[int, str | None]:
@@ -295,7 +297,7 @@ async def _read_line() -> str:
     return buf.decode(errors="replace")
 
 
-async def _cancel_on_ctrl_c(client: Any, remote: bool, prompts: list[Any]) -> None:
+async def _cancel_on_ctrl_c(client: Any, remote: bool, prompts: list[Any], target: list[str]) -> None:
     """Ctrl-C (SIGINT) at any point of ``run`` — streaming, a tool, an approval prompt — cancels
     the turn as the user's cancel (``turn.interrupted`` reason ``user``); the approval prompt is
     abandoned at once (the pending approval is closed by the cancel). A second Ctrl-C exits."""
@@ -311,7 +313,10 @@ async def _cancel_on_ctrl_c(client: Any, remote: bool, prompts: list[Any]) -> No
             sys.stderr.flush()
             try:
                 with anyio.fail_after(10):
-                    await (client.cancel() if remote else client.cancel(reason="user"))
+                    turn = target[0] if target else None
+                    await (
+                        client.cancel(turn_id=turn) if remote else client.cancel(reason="user", turn_id=turn)
+                    )
             except (AcagentError, TimeoutError):
                 pass
             for scope in prompts:  # the pending approval is closed by the cancel

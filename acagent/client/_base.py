@@ -29,8 +29,9 @@ class SessionClient(Protocol):
         """
         ...
 
-    async def cancel(self) -> None:
-        """Cancel the running turn (from any state)."""
+    async def cancel(self, *, turn_id: str | None = None) -> None:
+        """Cancel the running turn (from any state); ``turn_id``: only that turn — a turn that is
+        over by the time the request lands is left alone, and so is any later turn."""
         ...
 
     async def answer(self, tool_call_id: str, decision: str, *, answer: str | None = None) -> None:

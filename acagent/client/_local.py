@@ -29,9 +29,9 @@ class LocalSessionClient:
         _, turn_id = await self.registry.start_turn(self.session_id, text)
         return turn_id
 
-    async def cancel(self, reason: str = "user") -> None:
+    async def cancel(self, reason: str = "user", *, turn_id: str | None = None) -> None:
         """See :meth:`SessionClient.cancel`; ``reason`` goes to ``turn.interrupted``."""
-        await self.registry.cancel(self.session_id, reason)
+        await self.registry.cancel(self.session_id, reason, turn_id=turn_id)
 
     async def answer(self, tool_call_id: str, decision: str, *, answer: str | None = None) -> None:
         """See :meth:`SessionClient.answer`."""

@@ -199,9 +199,10 @@ class RemoteSessionClient:
         data = await self.request("POST", f"/v1/sessions/{self.session_id}/messages", json=body)
         return str(data["turn_id"])
 
-    async def cancel(self) -> None:
+    async def cancel(self, *, turn_id: str | None = None) -> None:
         """See :meth:`SessionClient.cancel`."""
-        await self.request("POST", f"/v1/sessions/{self.session_id}/cancel")
+        body = {"turn_id": turn_id} if turn_id else None
+        await self.request("POST", f"/v1/sessions/{self.session_id}/cancel", json=body)
 
     async def answer(self, tool_call_id: str, decision: str, *, answer: str | None = None) -> None:
         """See :meth:`SessionClient.answer`."""

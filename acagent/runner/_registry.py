@@ -156,7 +156,7 @@ class SessionRegistry(TranscriptKeeper):
         while True:
             await anyio.sleep(poll_s)
             held = [
-                (r, r.writer.lease)
+                (r, r.writer.lease, r.turn)  # the turn a cancel flag read now is for
                 for r in list(self.runners.values())
                 if r.is_busy and r.writer.lease is not None
             ]
@@ -166,7 +166,7 @@ class SessionRegistry(TranscriptKeeper):
             renew = anyio.current_time() - last_renew >= timing.lease_renew_s - poll_s / 2
             try:
                 states = await self.journal.keep_leases(
-                    [(r.session_id, lease) for r, lease in held],
+                    [(r.session_id, lease) for r, lease, _ in held],
                     ttl_s=timing.lease_ttl_s,
                     renew=renew,
                 )
@@ -175,11 +175,11 @@ class SessionRegistry(TranscriptKeeper):
                 continue
             if renew:
                 last_renew = anyio.current_time()
-            for runner, lease in held:
+            for runner, lease, turn in held:
                 if runner.writer.lease is not lease:
                     continue  # the turn ended (or re-leased) meanwhile
                 ok, cancel = states.get(runner.session_id, (True, False))
-                runner.on_lease_check(ok, cancel)
+                runner.on_lease_check(ok, cancel, turn)
 
     def _default_provider_factory(self, model: str) -> Provider:
         from acagent.providers import create_provider
@@ -267,10 +267,11 @@ class SessionRegistry(TranscriptKeeper):
         runner = await self.get_runner(session_id)
         return await runner.compact()
 
-    async def cancel(self, session_id: str, reason: str = "user") -> None:
-        """Cancel the session's turn from any state (see :meth:`InProcessRunner.cancel`)."""
+    async def cancel(self, session_id: str, reason: str = "user", *, turn_id: str | None = None) -> bool:
+        """Cancel the session's turn (``turn_id``: only that turn) from any state; False when the
+        targeted turn was already over (see :meth:`InProcessRunner.cancel`)."""
         runner = await self.get_runner(session_id)
-        await runner.cancel(reason)
+        return await runner.cancel(reason, turn_id=turn_id)
 
     async def orphaned_sessions(self) -> list[SessionRow]:
         """Sessions left active whose lease expired or whose holder is a dead local process."""

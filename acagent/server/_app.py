@@ -170,11 +170,22 @@ class TurnAccepted(BaseModel):
     session_id: str
 
 
+class CancelTurn(BaseModel):
+    """Optional body of a cancel: the turn the client saw running."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn_id: str | None = None
+    """Cancel only this turn; a turn that is already over is left alone (``cancelled`` false)."""
+
+
 class Accepted(BaseModel):
     """``202`` answer to a cancel."""
 
     session_id: str
     status: str
+    cancelled: bool = True
+    """False when the targeted turn was already over: nothing was cancelled."""
 
 
 class ApprovalResult(BaseModel):
@@ -498,11 +509,13 @@ def create_app(state: DaemonState) -> FastAPI:
         responses=ERRORS,
         tags=["turns"],
     )
-    async def cancel(session_id: str) -> dict[str, Any]:
-        """Cancel the running turn (from any state); the session ends ``cancelled``."""
-        await state.registry.cancel(session_id)
+    async def cancel(session_id: str, body: Annotated[CancelTurn | None, Body()] = None) -> dict[str, Any]:
+        """Cancel the running turn (from any state; ``turn_id``: only that turn, never a later
+        one); the session ends ``cancelled``."""
+        turn_id = body.turn_id if body is not None else None
+        done = await state.registry.cancel(session_id, turn_id=turn_id)
         row = await state.journal.get_session(session_id)
-        return {"session_id": session_id, "status": row.status}
+        return {"session_id": session_id, "status": row.status, "cancelled": done}
 
     @app.post(
         "/v1/sessions/{session_id}/approvals/{tool_call_id}",

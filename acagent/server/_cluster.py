@@ -74,8 +74,9 @@ class RegistryHooks:
         runner = self.registry.runners.get(session_id)
         if runner is None or not runner.is_busy:
             return
+        turn = getattr(runner, "turn", None)  # the flag read next is for this turn (or stale)
         if kind == "cancel" and await self.registry.journal.cancel_requested(session_id):
-            runner.on_lease_check(True, True)
+            runner.on_lease_check(True, True, turn)
         elif kind == "approval" and ref and getattr(runner, "turn", None) is not None:
             runner.turn.wake_approval(ref)
 

@@ -19,9 +19,34 @@ import orjson
 from acagent.events import Event
 from acagent.store._ops import CONTEXT_TYPES
 
-__all__ = ["LAST_MESSAGE_CHARS", "Numbered", "number_events"]
+__all__ = ["LAST_MESSAGE_CHARS", "Numbered", "commit_order", "number_events"]
 
 LAST_MESSAGE_CHARS = 500
+
+_RESTING = ("done", "cancelled", "failed")
+_TURN_ENDS = ("turn.completed", "turn.failed", "turn.interrupted")
+
+
+def commit_order(
+    extra: Sequence[tuple[str, dict[str, Any]]], events: Sequence[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The order of one commit's events: the ops' events (``extra``) and the commit's own.
+
+    Status changes lead their commit, except a change into a resting state (``done``,
+    ``cancelled``, ``failed``): it goes right before the commit's turn-end event, or last when
+    there is none. So a client that stops reading at the resting status has seen every event of
+    the transaction that led to it (the closing ``tool.result`` of a cancel above all), and the
+    turn's end event is still the commit's last.
+    """
+    lead: list[tuple[str, dict[str, Any]]] = []
+    rest: list[tuple[str, dict[str, Any]]] = []
+    for e in extra:
+        (rest if e[0] == "session.status" and e[1].get("status") in _RESTING else lead).append(e)
+    out = [*lead, *events]
+    if not rest:
+        return out
+    end = len(out) - 1 if out and out[-1][0] in _TURN_ENDS else len(out)
+    return [*out[:end], *rest, *out[end:]]
 
 
 @dataclass

@@ -100,8 +100,14 @@ class Journal(Protocol):
         """Sessions, newest ``updated_at`` first, optionally of one working directory or statuses."""
         ...
 
-    async def set_cancel(self, session_id: str, value: bool) -> SessionRow:
-        """Set or clear the cancel flag (any process may set it; unfenced by design)."""
+    async def set_cancel(self, session_id: str, value: bool, *, turn_id: str | None = None) -> SessionRow:
+        """Set or clear the cancel flag (any process may set it; unfenced by design).
+
+        With ``turn_id`` the flag is set only while that turn is the session's current turn (one
+        conditional statement), so a cancel meant for a turn that is over never reaches the next
+        one (the next turn's first commit clears the flag). The returned row shows whether it was
+        set (``cancel_requested``) and which turn is current.
+        """
         ...
 
     async def cancel_requested(self, session_id: str) -> bool:

@@ -29,7 +29,7 @@ from acagent._private import private_dir
 from acagent.errors import ApprovalNotFound, JournalError, SessionNotFound, StaleLease
 from acagent.events import Event, make_payload, now_ts
 from acagent.store._migrations import migrate
-from acagent.store._numbering import LAST_MESSAGE_CHARS, number_events
+from acagent.store._numbering import LAST_MESSAGE_CHARS, commit_order, number_events
 from acagent.store._ops import Op
 from acagent.store._protocol import ImportedSession
 from acagent.store._rows import TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
@@ -267,9 +267,7 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                 db=db, session_id=session_id, ts=ts, status=status, cancel_requested=cancel, now=time.time()
             )
             extra = [out for out in (apply_op(op, ctx) for op in ops) if out is not None]
-            # Status changes lead their commit, so the commit's own events (a turn's end
-            # event above all) come last and a client that stops there has seen everything.
-            n = number_events(session_id, last_seq, tail_bytes, ts, [*extra, *events])
+            n = number_events(session_id, last_seq, tail_bytes, ts, commit_order(extra, events))
             if not n.events:
                 return []
             db.executemany(
@@ -296,9 +294,17 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
             lambda db: db.execute(f"UPDATE session SET {column} = ? WHERE id = ?", (value, session_id))
         )
 
-    async def set_cancel(self, session_id: str, value: bool) -> SessionRow:
-        """Set or clear the session's cancel flag (any process may set it)."""
-        await self._set_column(session_id, "cancel_requested", int(value))
+    async def set_cancel(self, session_id: str, value: bool, *, turn_id: str | None = None) -> SessionRow:
+        """Set or clear the session's cancel flag (any process may set it; see :class:`Journal`)."""
+        if turn_id is None:
+            await self._set_column(session_id, "cancel_requested", int(value))
+        else:
+            await self._run(
+                lambda db: db.execute(
+                    "UPDATE session SET cancel_requested = ? WHERE id = ? AND turn_id = ?",
+                    (int(value), session_id, turn_id),
+                )
+            )
         return await self.get_session(session_id)
 
     async def set_transcript_stat(self, session_id: str, stat: dict[str, int] | None) -> None:

@@ -143,6 +143,35 @@ class TestTurns:
         types = [e["type"] for e in daemon.events(sid)]
         assert "turn.interrupted" in types
 
+    def test_cancel_names_its_turn_and_never_reaches_a_later_one_f88(
+        self, daemon: Daemon, workspace: Path, mock: MockProvider
+    ) -> None:
+        """``POST …/cancel {"turn_id"}`` cancels only that turn: aimed at a turn that is over it
+        answers ``cancelled: false`` and the running turn goes on; aimed at the running one it lands."""
+        sid = daemon.create(workspace)["id"]
+        first = daemon.send(sid, "say one").json()["turn_id"]
+        daemon.wait_status(sid, ("done",))
+        second = daemon.send(sid, "pause the second turn").json()["turn_id"]
+        daemon.wait_event(sid, lambda e: e["type"] == "assistant.delta")
+        r = daemon.http.post(f"/v1/sessions/{sid}/cancel", json={"turn_id": first})
+        assert r.status_code == 202 and r.json()["cancelled"] is False, r.text
+        mock.release(1)
+        assert daemon.wait_status(sid, ("done",))["turn_id"] == second
+        third = daemon.send(sid, "pause the third turn").json()["turn_id"]
+        daemon.wait_event(
+            sid, lambda e: e["type"] == "assistant.delta" and e["payload"].get("turn_id") == third
+        )
+        r = daemon.http.post(f"/v1/sessions/{sid}/cancel", json={"turn_id": third})
+        assert r.status_code == 202 and r.json()["cancelled"] is True, r.text
+        mock.release(1)
+        daemon.wait_status(sid, ("cancelled",))
+        ends = [
+            (e["type"], e["payload"].get("turn_id"))
+            for e in daemon.events(sid)
+            if e["type"].startswith("turn.")
+        ]
+        assert ("turn.interrupted", third) in ends and ("turn.interrupted", second) not in ends, ends
+
 
 class TestApprovals:
     """Approvals: pending listing, 404 for stale answers, one winner under a race (F14 D)."""

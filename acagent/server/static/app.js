@@ -258,10 +258,11 @@ function drawMarkdown(s) {
 }
 
 // The live status of a turn, as in the terminal: spinner, phase, elapsed, tokens (and cost).
-const ST = { active: false, phase: "", started: 0, tokens: 0, cost: null, retryUntil: 0, frame: 0 };
+const ST = { active: false, turn: null, phase: "", started: 0, tokens: 0, cost: null, retryUntil: 0, frame: 0 };
 const SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
 function statusFollow(ev) {
   const p = ev.payload || {}, t = ev.type;
+  if (p.turn_id) ST.turn = p.turn_id;  // the turn Cancel targets (a later turn is never cancelled)
   if (t === "turn.completed" || t === "turn.interrupted" || t === "turn.failed") { ST.active = false; drawStatus(); return; }
   if (t === "turn.started" || t === "user.message" || t === "step.started") {
     if (!ST.active) ST.started = Date.now();
@@ -412,7 +413,8 @@ async function send(ev) {
 }
 async function cancel() {
   if (!S.sid) return;
-  try { await api("POST", "/v1/sessions/" + encodeURIComponent(S.sid) + "/cancel"); }
+  const body = ST.active && ST.turn ? { turn_id: ST.turn } : undefined;
+  try { await api("POST", "/v1/sessions/" + encodeURIComponent(S.sid) + "/cancel", body); }
   catch (e) { note(e.message, "err"); }
 }
 

@@ -36,6 +36,7 @@ import orjson
 from acagent.errors import JournalError, SessionNotFound, StaleLease
 from acagent.events import Event, make_payload, now_ts
 from acagent.store import CONTEXT_TYPES, Lease, Op, SessionRow, SetStatus, new_session_id
+from acagent.store._numbering import commit_order
 from acagent.store._usage import UsageQueries
 from acagent.store.pg._bridge import run_sync_fn
 from acagent.store.pg._conn import TRANSIENT, describe, pg_errors, redact_url
@@ -391,8 +392,8 @@ class PostgresJournal(LeaseMixin, QueryMixin, ProtocolExtras, UsageQueries):
                     )
                 tx_state = PgTx(conn, session_id, ts, status=row[1], cancel_requested=row[2])
                 extra = [e for op in ops if (e := await apply_op(op, tx_state)) is not None]
-                # Status changes lead their commit (as in SQLite): a turn's end event comes last.
-                return await self._append(conn, session_id, token, [*extra, *events], ts, cid)
+                ordered = commit_order(extra, events)  # the same order as SQLite
+                return await self._append(conn, session_id, token, ordered, ts, cid)
 
         committed = await self._retry(tx)
         if committed:
@@ -490,11 +491,15 @@ class PostgresJournal(LeaseMixin, QueryMixin, ProtocolExtras, UsageQueries):
         rows = await self._fetch("SELECT cancel_requested FROM session WHERE id = $1", session_id)
         return bool(rows and rows[0][0])
 
-    async def set_cancel(self, session_id: str, value: bool) -> SessionRow:
-        """Set or clear the session's cancel flag (any daemon may set it; the owner is hinted)."""
+    async def set_cancel(self, session_id: str, value: bool, *, turn_id: str | None = None) -> SessionRow:
+        """Set or clear the session's cancel flag (any daemon may set it; the owner is hinted).
+        With ``turn_id``, only while that turn is current (see :class:`Journal`)."""
         await self._retry(
             lambda c: c.execute(
-                "UPDATE session SET cancel_requested = $2 WHERE id = $1", session_id, int(value)
+                "UPDATE session SET cancel_requested = $2 WHERE id = $1 AND ($3::text IS NULL OR turn_id = $3)",
+                session_id,
+                int(value),
+                turn_id,
             )
         )
         if value:
