@@ -39,7 +39,12 @@ import orjson
 
 from acagent._private import private_dir
 from acagent.errors import UserError
-from acagent.server._limits import ConnectionTracker, Limits, header_timeout_response
+from acagent.server._limits import (
+    ConnectionTracker,
+    Limits,
+    header_timeout_response,
+    header_too_large_response,
+)
 from acagent.settings import Settings
 
 __all__ = [
@@ -177,7 +182,8 @@ def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
     - Only a ``GET`` may upgrade to a WebSocket (uvicorn hands any request with ``Upgrade:
       websocket`` to the WebSocket protocol, which answers a ``POST`` with a bare 405); other
       methods stay plain HTTP and meet the guard (F18). Other upgrades (``h2c``) are ignored.
-    - A request h11 cannot parse (e.g. HTTP/1.1 without ``Host``) gets 400 in the error envelope.
+    - A request h11 cannot parse (e.g. HTTP/1.1 without ``Host``) gets 400 in the error envelope;
+      a request head above ``max_header_bytes`` gets ``431 header_too_large``.
     - ``max_connections_per_client``: a connection beyond the cap gets ``429
       too_many_connections`` and is closed before anything is parsed.
     - ``header_timeout_s``: a request head not complete within it (from connect, and again
@@ -248,6 +254,11 @@ def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
             return self.scope.get("method") == "GET" and self._should_upgrade_to_ws()
 
         def send_400_response(self, msg: str) -> None:
+            buffered = len(self.conn.trailing_data[0])  # only an unfinished head grows this
+            if buffered > limits.max_header_bytes:
+                self.transport.write(header_too_large_response(limits, buffered))
+                self.transport.close()
+                return
             headers = [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
@@ -285,6 +296,7 @@ def _make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
         ws="websockets-sansio",
         http=_http_protocol(limits, tracker),
         ws_max_size=limits.ws_max_message_bytes,
+        h11_max_incomplete_event_size=limits.max_header_bytes,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
         ws_per_message_deflate=False,

@@ -29,7 +29,15 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimit", "ConnectionTracker", "FrameRate", "Limits", "envelope_bytes"]
+__all__ = [
+    "BodyLimit",
+    "ConnectionTracker",
+    "FrameRate",
+    "Limits",
+    "envelope_bytes",
+    "header_timeout_response",
+    "header_too_large_response",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,9 @@ class Limits:
             beyond it a new connection is answered ``429 too_many_connections`` and closed.
         max_body_bytes: a request body above this is refused with ``413 body_too_large``
             (the API's bodies are JSON; 1 MiB).
+        max_header_bytes: a request head (request line and header fields) above this is
+            refused with ``431 header_too_large`` and the connection closed (h11's incomplete
+            event bound, so at most this much of a head is ever buffered).
         max_attachers_per_session: stream connections (WebSocket + SSE) on one session.
         max_attachers_total: stream connections on the whole daemon.
         ws_max_message_bytes: a larger frame from a WebSocket client closes it (1009).
@@ -61,6 +72,7 @@ class Limits:
     header_timeout_s: float = 10.0
     max_connections_per_client: int = 1024
     max_body_bytes: int = 1024 * 1024
+    max_header_bytes: int = 64 * 1024
     max_attachers_per_session: int = 256
     max_attachers_total: int = 2048
     ws_max_message_bytes: int = 64 * 1024
@@ -176,6 +188,17 @@ def header_timeout_response(limits: Limits) -> bytes:
         {"limit_s": limits.header_timeout_s},
     )
     return raw_response(408, "Request Timeout", body)
+
+
+def header_too_large_response(limits: Limits, received: int) -> bytes:
+    """The ``431 header_too_large`` answer of a request whose head outgrew ``max_header_bytes``."""
+    body = envelope_bytes(
+        "header_too_large",
+        f"the request head is larger than {limits.max_header_bytes} bytes (max_header_bytes):"
+        " send fewer or smaller header fields (a large cookie?)",
+        {"limit_bytes": limits.max_header_bytes, "received_bytes": received},
+    )
+    return raw_response(431, "Request Header Fields Too Large", body)
 
 
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})

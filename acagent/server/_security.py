@@ -22,9 +22,11 @@ runs before authentication and routing, in this order:
    ``bearer.<token>``). Anything else is ``401 unauthorized``. A handshake that offers a bearer
    subprotocol must also offer ``acagent.v1`` (the protocol the daemon selects), otherwise it is
    ``400 bad_request`` — the daemon never selects the token as the protocol (F17 row j).
-   A ``401`` carries ``WWW-Authenticate: Bearer realm="acagent"``. A request that carries the
-   login cookie and that a browser marks ``Sec-Fetch-Site: cross-site`` is ``403
-   forbidden_cross_site`` (the cookie never acts for another site).
+   A ``401`` carries ``WWW-Authenticate: Bearer realm="acagent"``. The login cookie acts only
+   for the daemon's own page: a request without another credential that carries the cookie
+   and a ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (a URL the user typed) —
+   ``same-site`` (another port or subdomain), ``cross-site`` or anything unknown — is ``403
+   forbidden_cross_site``. A bearer credential is not affected (a browser cannot forge it).
 
 Only ``GET /`` (the static page, which holds no data) and ``GET /login`` (which checks the token
 it is given) skip step 3. A refused request gets the same answer on every path, with and
@@ -109,8 +111,11 @@ UNAUTHORIZED = Refusal(
 FORBIDDEN_CROSS_SITE = Refusal(
     403,
     "forbidden_cross_site",
-    "a cross-site request (Sec-Fetch-Site: cross-site) may not use the login cookie; use the daemon's own page",
+    "only the daemon's own page may use the login cookie (Sec-Fetch-Site must be same-origin or none);"
+    " use the daemon's own page or a bearer token",
 )
+COOKIE_SITES = frozenset({"same-origin", "none"})
+"""``Sec-Fetch-Site`` values under which the login cookie may act (module docstring, step 3)."""
 BEARER_PROTOCOL_ONLY = Refusal(
     400, "bad_request", f"a bearer subprotocol must come with the {SUBPROTOCOL!r} subprotocol"
 )
@@ -227,12 +232,16 @@ def _cookies(values: list[str]) -> dict[str, list[str]]:
 
 def authenticated(scope: Scope, headers: dict[bytes, list[str]], config: GuardConfig) -> bool:
     """True when the request carries a valid credential (module docstring, step 3)."""
+    if _bearer(scope, headers, config):
+        return True
+    return any(_same(v, config.cookie) for v in _cookies(headers.get(b"cookie", [])).get(COOKIE_NAME, []))
+
+
+def _bearer(scope: Scope, headers: dict[bytes, list[str]], config: GuardConfig) -> bool:
+    """True when the request carries the token itself (header, or a handshake's query/subprotocol)."""
     for value in headers.get(b"authorization", []):
         scheme, _, credential = value.strip().partition(" ")
         if scheme.lower() == "bearer" and credential and _same(credential.strip(), config.token):
-            return True
-    for value in _cookies(headers.get(b"cookie", [])).get(COOKIE_NAME, []):
-        if _same(value, config.cookie):
             return True
     if scope["type"] == "websocket":
         query = scope.get("query_string", b"").decode("latin-1")
@@ -265,11 +274,16 @@ def evaluate(scope: Scope, config: GuardConfig) -> Refusal | None:
         and scope.get("path") in PUBLIC_PATHS
     ):
         return None
-    if any(v.strip().lower() == "cross-site" for v in headers.get(b"sec-fetch-site", [])) and _cookies(
-        headers.get(b"cookie", [])
-    ).get(COOKIE_NAME):
-        # A browser says another site made this request and it carries the login cookie: the
-        # cookie must never act for another site (belt and braces to SameSite=Strict + Origin).
+    sites = [v.strip().lower() for v in headers.get(b"sec-fetch-site", [])]
+    if (
+        any(site not in COOKIE_SITES for site in sites)
+        and _cookies(headers.get(b"cookie", [])).get(COOKIE_NAME)
+        and not _bearer(scope, headers, config)
+    ):
+        # A browser says something other than the daemon's own page (or a typed URL) made this
+        # request and it carries the login cookie: the cookie never acts for it — not for
+        # another site, nor for a sibling port or subdomain (SameSite treats those as the same
+        # site, so the cookie is sent). Belt and braces to SameSite=Strict + Origin.
         return FORBIDDEN_CROSS_SITE
     if not authenticated(scope, headers, config):
         return UNAUTHORIZED

@@ -91,6 +91,8 @@ def test_401_names_the_bearer_scheme(start_daemon: Any) -> None:
 
 
 def test_cross_site_cookie_requests_are_refused(start_daemon: Any, workspace: Path) -> None:
+    """The login cookie acts only under ``Sec-Fetch-Site: same-origin`` or ``none`` (F90): a
+    sibling port or subdomain (``same-site``), another site or an unknown value is 403."""
     import httpx
 
     d = start_daemon()
@@ -98,22 +100,28 @@ def test_cross_site_cookie_requests_are_refused(start_daemon: Any, workspace: Pa
     assert cookie
     host = f"127.0.0.1:{d.port}"
     jar = "; ".join(f"{k}={v}" for k, v in cookie.items())
-    for site, expected in (("same-origin", 200), ("none", 200), ("cross-site", 403), ("Cross-Site", 403)):
+    sites = [("same-origin", 200), ("none", 200), ("cross-site", 403), ("Cross-Site", 403)]
+    sites += [("same-site", 403), ("SAME-SITE", 403), ("bogus", 403)]
+    for site, expected in sites:
         r = httpx.get(f"{d.url}/v1/sessions", headers={"cookie": jar, "sec-fetch-site": site})
         assert r.status_code == expected, (site, r.text)
         if expected == 403:
             assert r.json()["error"]["code"] == "forbidden_cross_site"
-    # A cross-site WebSocket handshake with the cookie: refused as plain HTTP, never a 101.
+    # A cross-site or same-site WebSocket handshake with the cookie: refused as plain HTTP, never a 101.
     sid = d.create(workspace)["id"]
-    with socket.create_connection(("127.0.0.1", d.port)) as s:
-        s.sendall(
-            ws(f"/v1/sessions/{sid}/attach", host, None, [("Cookie", jar), ("Sec-Fetch-Site", "cross-site")])
-        )
-        s.settimeout(5)
-        assert status(s.recv(65536)) == 403
-    # The bearer token from a terminal is unaffected (no cookie).
-    r = httpx.get(f"{d.url}/v1/sessions", headers={**d.auth, "sec-fetch-site": "cross-site"})
-    assert r.status_code == 200
+    for site in ("cross-site", "same-site"):
+        with socket.create_connection(("127.0.0.1", d.port)) as s:
+            s.sendall(
+                ws(f"/v1/sessions/{sid}/attach", host, None, [("Cookie", jar), ("Sec-Fetch-Site", site)])
+            )
+            s.settimeout(5)
+            assert status(s.recv(65536)) == 403, site
+    # The bearer token is unaffected (alone, or next to the cookie).
+    for site in ("cross-site", "same-site"):
+        r = httpx.get(f"{d.url}/v1/sessions", headers={**d.auth, "sec-fetch-site": site})
+        assert r.status_code == 200
+        r = httpx.get(f"{d.url}/v1/sessions", headers={**d.auth, "cookie": jar, "sec-fetch-site": site})
+        assert r.status_code == 200
 
 
 def _non_loopback_address() -> str | None:

@@ -97,6 +97,38 @@ def test_header_timeout_rearms_after_a_response(ld: Daemon) -> None:
         assert b" 408 " in out.split(b"\r\n", 1)[0] or out == b"", out
 
 
+# ------------------------------------------------------------------------------ header limit
+
+
+@pytest.mark.parametrize("shape", ["one_big_header", "many_headers", "websocket_handshake"])
+def test_a_request_head_above_the_limit_is_431_in_the_envelope_f90(ld: Daemon, shape: str) -> None:
+    """A 200 KB request head is ``431 header_too_large`` with the limit named (it was a
+    misleading ``400 malformed HTTP request``); a head just under the limit still works."""
+    from acagent.server._limits import Limits
+
+    limit = Limits().max_header_bytes
+    if shape == "one_big_header":
+        extra = f"X-Big: {'a' * 200_000}\r\n"
+    elif shape == "many_headers":
+        extra = "".join(f"X-H{i}: {'b' * 90}\r\n" for i in range(2000))
+    else:
+        extra = "Upgrade: websocket\r\nConnection: Upgrade\r\n" + f"Cookie: c={'c' * 200_000}\r\n"
+    head = f"GET /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ld.token}\r\n{extra}\r\n"
+    with socket.create_connection(("127.0.0.1", ld.port)) as s:
+        try:
+            s.sendall(head.encode())
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon answered and closed before the whole head was sent
+        out, _ = _recv_until_closed(s, 10)
+    assert status(out) == 431, out[:300]
+    err = _body(out)["error"]
+    assert err["code"] == "header_too_large" and err["detail"]["limit_bytes"] == limit, err
+    assert "max_header_bytes" in err["message"]
+    fits = f"X-Fits: {'d' * (limit - 1024)}"
+    r = ld.http.get("/v1/sessions", headers={"x-fits": fits[8:]})
+    assert r.status_code == 200, r.text
+
+
 # ------------------------------------------------------------------------------ body limit
 
 
