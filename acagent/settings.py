@@ -19,10 +19,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from acagent.config_errors import config_error
 from acagent.errors import ConfigError
 from acagent.usage._caps import Limits
 
-__all__ = ["ContextSettings", "ProviderSettings", "Settings", "Timing", "default_home", "load_settings"]
+__all__ = [
+    "ContextSettings",
+    "PriceOverride",
+    "ProviderSettings",
+    "Settings",
+    "Timing",
+    "default_home",
+    "load_settings",
+]
 
 
 class Timing(BaseModel):
@@ -91,6 +100,16 @@ class ContextSettings(BaseModel):
     """False: compact only on request (``/compact``, ``acagent compact``, the HTTP route)."""
 
 
+class PriceOverride(BaseModel):
+    """``[pricing."PROVIDER:NAME"]``: USD per million tokens (finite, not negative)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    input_usd_per_mtok: float = Field(ge=0)
+    output_usd_per_mtok: float = Field(ge=0)
+    cached_input_usd_per_mtok: float | None = Field(default=None, ge=0)
+
+
 class ProviderSettings(BaseModel):
     """Endpoint settings for the providers (from flags, env and the config file)."""
 
@@ -152,7 +171,7 @@ class Settings(BaseModel):
     """``[context]``: compaction."""
     models: dict[str, dict[str, int]] = Field(default_factory=dict)
     """``[models."PROVIDER:NAME"]``: ``context_window`` and ``max_output_tokens`` in tokens."""
-    pricing: dict[str, dict[str, float]] = Field(default_factory=dict)
+    pricing: dict[str, PriceOverride] = Field(default_factory=dict)
     """``[pricing."PROVIDER:NAME"]``: USD per million tokens, overriding the packaged price table."""
     mcp: dict[str, Any] = Field(default_factory=dict)
     """The ``[mcp]`` table of config.toml (``servers.NAME``), validated by ``acagent.mcp``."""
@@ -160,9 +179,6 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _check_timing(self) -> Settings:
         self.timing.check()
-        from acagent.usage._pricing import PriceBook
-
-        PriceBook(self.pricing)  # ValueError (→ ConfigError) for a malformed [pricing] table
         return self
 
     @property
@@ -209,8 +225,10 @@ def load_settings(
             config = tomllib.loads(cfg_path.read_text())
         except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {str(cfg_path)!r}: {exc}") from exc
+    in_file = dict(config)  # what the file set (an error names its line only for these)
     providers: dict[str, Any] = dict(config.pop("providers", {}) or {})
     timing: dict[str, Any] = dict(config.pop("timing", {}) or {})
+    sources: dict[str, str] = {}  # key path → the environment variable that set it
     for key, var in [
         ("openai_api_key", "OPENAI_API_KEY"),
         ("openai_base_url", "OPENAI_BASE_URL"),
@@ -220,26 +238,28 @@ def load_settings(
     ]:
         if env.get(var):
             providers[key] = env[var]
+            sources[f"providers.{key}"] = var
     if "base_url" in over:
         providers["base_url"] = over.pop("base_url")
     for var, value in env.items():
         if var.startswith(_ENV_TIMING_PREFIX):
             timing[var[len(_ENV_TIMING_PREFIX) :].lower()] = value
+            sources[f"timing.{var[len(_ENV_TIMING_PREFIX) :].lower()}"] = var
     data: dict[str, Any] = {**config, "home": home, "providers": providers, "timing": timing}
-    if env.get("ACAGENT_MODEL"):
-        data["model"] = env["ACAGENT_MODEL"]
+    for key, var in [
+        ("model", "ACAGENT_MODEL"),
+        ("crash_at", "ACAGENT_CRASH_AT"),
+        ("durability", "ACAGENT_DURABILITY"),
+        ("journal", "ACAGENT_JOURNAL_URL"),
+        ("max_sessions", "ACAGENT_MAX_SESSIONS"),
+    ]:
+        if env.get(var):
+            data[key] = env[var]
+            sources[key] = var
     if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         data["tracing"] = True
         content = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
         data["trace_content"] = content.strip().lower() in ("1", "true", "yes")
-    if env.get("ACAGENT_CRASH_AT"):
-        data["crash_at"] = env["ACAGENT_CRASH_AT"]
-    if env.get("ACAGENT_DURABILITY"):
-        data["durability"] = env["ACAGENT_DURABILITY"]
-    if env.get("ACAGENT_JOURNAL_URL"):
-        data["journal"] = env["ACAGENT_JOURNAL_URL"]
-    if env.get("ACAGENT_MAX_SESSIONS"):
-        data["max_sessions"] = env["ACAGENT_MAX_SESSIONS"]
     cfg_limits = data.get("limits")
     if (
         isinstance(cfg_limits, dict)
@@ -248,38 +268,14 @@ def load_settings(
     ):
         data["max_sessions"] = cfg_limits["max_sessions"]  # [limits] max_sessions = the instance cap
     data.update(over)
+    sources.update({key: f"--{key.replace('_', '-')}" for key in over})
+    if "mcp" in config:
+        from acagent.mcp._config import parse_mcp_table  # the [mcp] table, by the same rule
+
+        parse_mcp_table(config.get("mcp"), cfg_path)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(
-            f"invalid setting {where!r}{_config_line(cfg_path, first['loc'], config)}: {first['msg']}",
-            detail=exc.errors(include_url=False),
+        raise config_error(
+            exc, path=cfg_path if in_file else None, in_file=in_file, sources=sources
         ) from None
-
-
-def _config_line(path: Path, loc: Any, config: Mapping[str, Any]) -> str:
-    """`` in '<path>' line N`` for a setting that came from the config file (else ``""``).
-
-    tomllib keeps no positions, so the line is found by the key's last name at the start of a
-    line (``key =``), after the ``[table]`` header of its first name when it is nested.
-    """
-    names = [str(p) for p in loc if not isinstance(p, int)]
-    if not names or names[0] not in config:
-        return ""
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError):
-        return ""
-    key = names[-1]
-    table = names[0] if len(names) > 1 else None
-    inside = table is None
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if text.startswith("["):
-            inside = table is not None and text.strip("[] ").split(".")[0].strip('"') == table
-            continue
-        if inside and text.split("=", 1)[0].strip().strip('"') == key and "=" in text:
-            return f" in {str(path)!r} line {number}, column {line.index(text[0]) + 1}"
-    return f" in {str(path)!r}"

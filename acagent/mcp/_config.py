@@ -154,22 +154,25 @@ def expand_vars(value: str, environ: Mapping[str, str], used: list[str] | None =
     return _VAR.sub(sub, value)
 
 
-def parse_mcp_table(table: Any, where: str) -> McpConfig:
-    """Validate an ``[mcp]`` table.
+def parse_mcp_table(table: Any, path: Path) -> McpConfig:
+    """Validate the ``[mcp]`` table of the config file ``path``.
 
     Raises:
-        ConfigError: naming the file and the first invalid key.
+        ConfigError: the first invalid key, by the one config-error rule
+            (:mod:`acagent.config_errors`: key path, value, file and line, reason).
     """
+    from acagent.config_errors import config_error, find_line
+
     try:
         config = McpConfig.model_validate(table or {})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid [mcp] setting {loc!r} in {where}: {first['msg']}") from None
+        raise config_error(exc, path=path, in_file={"mcp": table}, prefix=("mcp",)) from None
     for name in config.servers:
         if not _NAME.match(name):
+            line = find_line(path, ("mcp", "servers", name))
+            where = f"{str(path)!r}" + (f" line {line}" if line is not None else "")
             raise ConfigError(
-                f"invalid MCP server name {name!r} in {where}: use letters, digits, '_' and '-' (at most 40)"
+                f"invalid config [mcp.servers] name {name!r} in {where}: use letters, digits, '_' and '-' (at most 40)"
             )
     return config
 
@@ -189,7 +192,7 @@ def _read_mcp_table(path: Path) -> McpConfig:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc}") from exc
-    return parse_mcp_table(data.get("mcp"), repr(str(path)))
+    return parse_mcp_table(data.get("mcp"), path)
 
 
 class ApprovalStore:
@@ -246,7 +249,7 @@ def load_server_specs(
     Raises:
         ConfigError: the user's own ``[mcp]`` table is invalid.
     """
-    user = parse_mcp_table(user_table, repr(str(home / "config.toml")))
+    user = parse_mcp_table(user_table, home / "config.toml")
     specs = {
         name: ServerSpec(name, cfg, "user", home / "config.toml")
         for name, cfg in user.servers.items()

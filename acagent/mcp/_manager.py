@@ -152,7 +152,7 @@ class McpManager:
         """
         from acagent.mcp._config import parse_mcp_table
 
-        parse_mcp_table(table, repr(str(home / "config.toml")))
+        parse_mcp_table(table, home / "config.toml")
         async with anyio.create_task_group() as tg:
             manager = cls(table, home, environ, tg, only=only)
             try:

@@ -72,9 +72,11 @@ class PriceBook:
         ValueError: an override lacks a rate or has a negative one.
     """
 
-    def __init__(self, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         self._overrides: dict[str, Rates] = {}
-        for model_id, spec in (overrides or {}).items():
+        for model_id, entry in (overrides or {}).items():
+            # Settings holds validated models (acagent.settings.PriceOverride); tests pass mappings.
+            spec = entry if isinstance(entry, Mapping) else entry.model_dump(exclude_none=True)
             try:
                 rates = Rates(
                     input=float(spec["input_usd_per_mtok"]),

@@ -53,14 +53,16 @@ class TestSpecs:
         (workspace / ".acagent").mkdir()
         (workspace / ".acagent" / "config.toml").write_text("[mcp.servers.x]\nurl = 3\n")
         specs, warnings = load_server_specs({}, tmp_path, workspace)
-        assert specs == [] and len(warnings) == 1 and "'servers.x.url'" in warnings[0]
+        assert specs == [] and len(warnings) == 1 and "[mcp.servers.x].url = 3" in warnings[0]
         with pytest.raises(ConfigError, match="exactly one of 'command'"):
-            parse_mcp_table({"servers": {"x": {"command": ["a"], "url": "http://h"}}}, "config.toml")
-        with pytest.raises(ConfigError, match="invalid MCP server name"):
-            parse_mcp_table({"servers": {"a b": {"command": ["a"]}}}, "config.toml")
-        with pytest.raises(ConfigError, match=r"'servers\.x\.tools\.t'"):
             parse_mcp_table(
-                {"servers": {"x": {"command": ["a"], "tools": {"t": "sometimes"}}}}, "config.toml"
+                {"servers": {"x": {"command": ["a"], "url": "http://h"}}}, tmp_path / "config.toml"
+            )
+        with pytest.raises(ConfigError, match="invalid config \\[mcp.servers\\] name 'a b'"):
+            parse_mcp_table({"servers": {"a b": {"command": ["a"]}}}, tmp_path / "config.toml")
+        with pytest.raises(ConfigError, match=r"\[mcp\.servers\.x\.tools\]\.t = \"sometimes\""):
+            parse_mcp_table(
+                {"servers": {"x": {"command": ["a"], "tools": {"t": "sometimes"}}}}, tmp_path / "config.toml"
             )
 
     def test_settings_accept_the_mcp_table(self, tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def test_limits_from_config_and_instance_cap(tmp_path: Path) -> None:
     assert s.max_sessions == 3
     assert load_settings(env={"ACAGENT_HOME": str(tmp_path), "ACAGENT_MAX_SESSIONS": "9"}).max_sessions == 9
     (tmp_path / "config.toml").write_text("[limits]\nsession_usd = -1\n")
-    with pytest.raises(ConfigError, match=r"limits\.session_usd"):
+    with pytest.raises(ConfigError, match=r"\[limits\]\.session_usd"):
         load_settings(env={"ACAGENT_HOME": str(tmp_path)})
 
 

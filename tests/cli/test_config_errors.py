@@ -1,0 +1,123 @@
+"""Every config error is one line naming the key path, the value, the file and line, and the
+reason — through the real CLI, for every command and ``doctor`` (issue 10 edges, F91).
+
+Before, a negative pricing rate said ``invalid setting ''`` and a server with ``command = 5``
+passed ``sessions list``, failed ``run`` with exit 1 and was only a row of ``doctor``. The rule
+is :mod:`acagent.config_errors`, used by :func:`acagent.settings.load_settings`; the exit code
+of a config error is 2 (``cli/_common.py`` ``build_settings``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# (config.toml text, what the one line must contain: key path, value, line, reason)
+BAD = [
+    (
+        '[pricing."openai:gpt-x"]\ninput_usd_per_mtok = -1\noutput_usd_per_mtok = 1\n',
+        ['[pricing."openai:gpt-x"].input_usd_per_mtok = -1', "line 2", "greater than or equal to 0"],
+    ),
+    (
+        '[pricing."openai:gpt-x"]\ninput_usd_per_mtok = 1\n',
+        ['[pricing."openai:gpt-x"].output_usd_per_mtok (missing)', "line 1", "required"],
+    ),
+    (
+        '[pricing."openai:gpt-x"]\ninput_usd_per_mtok = nan\noutput_usd_per_mtok = 1\n',
+        ['[pricing."openai:gpt-x"].input_usd_per_mtok = nan', "line 2", "finite"],
+    ),
+    (
+        "[mcp.servers.x]\ncommand = 5\n",
+        ["[mcp.servers.x].command = 5", "line 2", "valid list"],
+    ),
+    (
+        '[mcp.servers."a b"]\ncommand = ["x"]\n',
+        ["[mcp.servers] name 'a b'", "line 1", "letters"],
+    ),
+    (
+        '[timing]\nlease_ttl_s = "soon"\n',
+        ['[timing].lease_ttl_s = "soon"', "line 2", "valid number"],
+    ),
+    (
+        "[limits]\nsession_usd = -3\n",
+        ["[limits].session_usd = -3", "line 2", "greater than"],
+    ),
+    (
+        'durability = "sometimes"\n',
+        ['durability = "sometimes"', "line 1", "'normal' or 'full'"],
+    ),
+    (
+        'shell_allow = ["ls", 3]\n',
+        ["shell_allow[1] = 3", "line 1", "valid string"],
+    ),
+    (
+        "[context]\ncompact_at = 7\n",
+        ["[context].compact_at = 7", "line 2", "less than or equal to 1"],
+    ),
+    (
+        "no_such_key = 1\n",
+        ["no_such_key = 1", "line 1", "not permitted"],
+    ),
+]
+
+COMMANDS = [["sessions", "list"], ["run", "hi"], ["doctor"], ["usage"], ["mcp", "list"]]
+
+
+def _acagent(
+    home: Path, *args: str, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACAGENT_", "OPENAI_", "ANTHROPIC_"))}
+    env.update({"ACAGENT_HOME": str(home), "PYTHONPATH": str(REPO), **(env_extra or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "acagent", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(("text", "wanted"), BAD, ids=[w[0].split(" ")[0] for _, w in BAD])
+def test_bad_config_is_one_line_naming_key_value_line_and_reason(
+    tmp_path: Path, text: str, wanted: list[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text(text)
+    proc = _acagent(home, "sessions", "list")
+    line = _one_line(proc)
+    assert proc.returncode == 2, (proc.returncode, line)
+    assert line.startswith("acagent: error: invalid config "), line
+    for part in wanted:
+        assert part in line, (part, line)
+    assert str(home / "config.toml") in line, line
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
+def test_every_command_reports_the_same_line(tmp_path: Path, command: list[str]) -> None:
+    """The rule lives in the config loader: every command (and ``doctor``) prints the same line."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text("[mcp.servers.x]\ncommand = 5\n")
+    proc = _acagent(home, *command)
+    line = _one_line(proc)
+    assert proc.returncode == 2, (command, proc.returncode, line)
+    assert "[mcp.servers.x].command = 5" in line and "line 2" in line, line
+
+
+def test_a_value_from_the_environment_names_its_variable(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    proc = _acagent(home, "sessions", "list", env_extra={"ACAGENT_TIMING_LEASE_TTL_S": "soon"})
+    line = _one_line(proc)
+    assert proc.returncode == 2
+    assert '[timing].lease_ttl_s = "soon" from ACAGENT_TIMING_LEASE_TTL_S' in line, line
