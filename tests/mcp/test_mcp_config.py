@@ -58,7 +58,7 @@ class TestSpecs:
             parse_mcp_table(
                 {"servers": {"x": {"command": ["a"], "url": "http://h"}}}, tmp_path / "config.toml"
             )
-        with pytest.raises(ConfigError, match="invalid config \\[mcp.servers\\] name 'a b'"):
+        with pytest.raises(ConfigError, match=r"invalid config \[mcp\.servers\] name .a b."):
             parse_mcp_table({"servers": {"a b": {"command": ["a"]}}}, tmp_path / "config.toml")
         with pytest.raises(ConfigError, match=r"\[mcp\.servers\.x\.tools\]\.t = \"sometimes\""):
             parse_mcp_table(
