@@ -7,10 +7,12 @@ overrides per model id::
     context_window = 128000
     max_output_tokens = 16384
 
-A model that is neither listed nor configured gets :data:`UNKNOWN_WINDOW` with ``known=False``:
-a request past that size logs one warning, and such a model is compacted only when the provider
-refuses a request as too long (never on a guessed threshold, which would pay for summaries the
-model may not need).
+A model that is neither listed nor configured gets :data:`UNKNOWN_WINDOW` with ``known=False``,
+a conservative default: its context is compacted against that assumed window like a known one,
+and the first time that happens in a session the user is warned (an ``error`` event with code
+``context_window_unknown``, the session's ``warnings``, one log line per process and model),
+naming the setting that tells acagent the real window. A provider that still refuses a request
+as too long takes the overflow path (one compaction, one retry).
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["UNKNOWN_WINDOW", "ModelWindow", "model_window", "warn_unknown"]
+__all__ = [
+    "UNKNOWN_WINDOW",
+    "UNKNOWN_WINDOW_CODE",
+    "ModelWindow",
+    "model_window",
+    "unknown_window_message",
+    "warn_unknown",
+]
 
 log = logging.getLogger("acagent.models")
 
@@ -48,20 +57,26 @@ _KNOWN: dict[tuple[str, str], tuple[int, int]] = {
     ("local", "smollm2"): (4_096, 1_024),
 }
 
+UNKNOWN_WINDOW_CODE = "context_window_unknown"
+"""``code`` of the warning event about an assumed window."""
+
 _warned: set[str] = set()
 
 
-def warn_unknown(model_id: str) -> None:
-    """Log, once per process and model, that the window of ``model_id`` is assumed."""
+def unknown_window_message(model_id: str, compact_at: float) -> str:
+    """The one-line warning about the assumed window of ``model_id`` (``compact_at``: a fraction)."""
+    return (
+        f"the context window of {model_id} is unknown: acagent assumes {UNKNOWN_WINDOW:,} tokens and "
+        f"compacts the context at {compact_at:.0%} of that; set [models.\"{model_id}\"] context_window "
+        "in config.toml to use the model's real window"
+    )
+
+
+def warn_unknown(model_id: str, compact_at: float = 0.8) -> None:
+    """Log :func:`unknown_window_message`, once per process and model."""
     if model_id not in _warned:
         _warned.add(model_id)
-        log.warning(
-            "the context window of %s is unknown (assumed %d tokens): its context is compacted only "
-            "if the provider refuses a request as too long; set [models.%r] context_window",
-            model_id,
-            UNKNOWN_WINDOW,
-            model_id,
-        )
+        log.warning("%s", unknown_window_message(model_id, compact_at))
 
 
 @dataclass(frozen=True)
@@ -76,8 +91,8 @@ class ModelWindow:
 def model_window(model_id: str, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> ModelWindow:
     """The limits of ``model_id`` (``PROVIDER:NAME``): config override, known table, or the default.
 
-    A model of unknown window gets :data:`UNKNOWN_WINDOW` with ``known=False``; callers warn
-    (:func:`warn_unknown`) when it matters, i.e. when a request reaches that assumed size.
+    A model of unknown window gets :data:`UNKNOWN_WINDOW` with ``known=False``; the caller warns
+    when it matters, i.e. when a request reaches the compaction threshold of that assumed size.
     """
     over = (overrides or {}).get(model_id) or {}
     provider, _, name = model_id.partition(":")

@@ -1,8 +1,9 @@
 """Compaction: replace the older part of the context by a summary, as one journaled LLM step.
 
-Called by the loop before an LLM call whose request is estimated above ``[context] compact_at``
-of the model's window, once after a provider refused a request as too long, and on request
-(``/compact``, ``acagent compact``, ``POST /v1/sessions/{id}/compact``). The steps:
+Called before an LLM call whose request is estimated above ``[context] compact_at`` of the
+model's window and once after a provider refused a request as too long (both through
+:func:`acagent.runner._fit.fit_context`), and on request (``/compact``, ``acagent compact``,
+``POST /v1/sessions/{id}/compact``, through the runner's ``compact``). The steps:
 
 1. choose the cut (:func:`acagent.runner._cut.choose_cut`): only at a turn start, never past
    the current turn's user message, keeping the most recent turns that fit in
@@ -14,8 +15,10 @@ of the model's window, once after a provider refused a request as too long, and 
    ``checkpoint`` holding exactly the compacted context (summary merged into the first kept user
    message, then every kept message verbatim) — resume loads that checkpoint plus its tail.
 
-A summary that is empty, or does not make the request smaller, raises :class:`CompactionFailed`
-(the turn then fails naming the limit): compaction never loops. The journal and the transcript
+A summary that is empty, or does not make the request smaller, and a summary request the
+provider refuses (or that fails ``step_max_attempts`` times) raise :class:`CompactionFailed`
+naming the estimate, the window and the model (the turn then fails as ``context_too_large``):
+compaction never loops. The journal and the transcript
 keep the full history; only what is sent changes.
 """
 
@@ -30,7 +33,7 @@ import anyio
 from acagent.errors import AcagentError, ProviderError
 from acagent.events import make_payload
 from acagent.messages import Message, TextPart
-from acagent.models._windows import model_window, warn_unknown
+from acagent.models._windows import model_window
 from acagent.providers._base import ModelRequest, Provider, TextDelta
 from acagent.runner._budget import usage_event
 from acagent.runner._context import ContextBuilder
@@ -39,7 +42,7 @@ from acagent.runner._window import BYTES_PER_TOKEN, RequestEstimator, bytes_to_t
 from acagent.runner._writer import crash_point
 from acagent.store import FinishStep, InsertStep
 
-__all__ = ["CompactionFailed", "CompactionPorts", "compact_context", "needs_compaction"]
+__all__ = ["CompactionFailed", "CompactionPorts", "compact_context", "ports_of"]
 
 CRASH_POINTS = ("compact_before_call", "compact_mid_summary", "compact_before_commit")
 """Test-only crash points of a compaction (``ACAGENT_CRASH_AT``)."""
@@ -73,14 +76,6 @@ class CompactionPorts:
 
 def _model_id(provider: Provider) -> str:
     return f"{provider.name}:{provider.model}"
-
-
-def needs_compaction(ports: CompactionPorts, model: str) -> tuple[bool, int, int]:
-    """``(over threshold, estimated request tokens, window)`` for the next request."""
-    window = model_window(model, ports.settings.models)
-    est = ports.estimator.estimate(ports.system_prompt, ports.context.messages, ports.tools)
-    limit = window.context_window * ports.settings.context.compact_at
-    return est > limit, est, window.context_window
 
 
 async def _first_kept_seq(ports: CompactionPorts, cut: int) -> int:
@@ -143,6 +138,11 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
                 "reason": "nothing_to_summarise",
             },
         )
+    limit = (
+        f"the context is {tokens_before:,} tokens (estimated); compaction starts at "
+        f"{settings.context.compact_at:.0%} of the {window.context_window:,}-token window of {model}"
+        + ("" if window.known else " (assumed: the model's window is unknown)")
+    )
     first_kept_seq = await _first_kept_seq(ports, cut)
     out_tokens = max(256, min(window.max_output_tokens, window.context_window // 8, 4096))
     room = max(1000, window.context_window - out_tokens - bytes_to_tokens(len(SUMMARY_SYSTEM)) - 256)
@@ -157,7 +157,10 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
     attempt = await _recover_attempt(ports, step_id, turn_id)
     while True:
         if attempt > settings.timing.step_max_attempts:
-            raise CompactionFailed(f"the summary request failed after {attempt - 1} attempts")
+            raise CompactionFailed(
+                f"could not compact: the summary request failed after {attempt - 1} attempts; {limit}",
+                detail={"tokens": tokens_before, "window": window.context_window, "model": model},
+            )
         request_id = f"{step_id}|{attempt}"
         request = ModelRequest(
             system=SUMMARY_SYSTEM,
@@ -191,7 +194,21 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
                 ops=[FinishStep(request_id, "failed", exc.message)],
             )
             if not retry:
-                raise CompactionFailed(f"the summary request failed: {exc.message}") from exc
+                why = (
+                    f"the summary request failed {attempt} times ({exc.message})"
+                    if exc.retryable
+                    else f"the provider refused the summary request ({exc.message})"
+                )
+                raise CompactionFailed(
+                    f"could not compact: {why}; {limit}",
+                    detail={
+                        "tokens": tokens_before,
+                        "window": window.context_window,
+                        "model": model,
+                        "reason": "summary_failed" if exc.retryable else "summary_refused",
+                        "provider_error": exc.error_type,
+                    },
+                ) from exc
             await anyio.sleep(
                 min(
                     settings.timing.retry_max_delay_s, settings.timing.retry_base_delay_s * 2 ** (attempt - 1)
@@ -209,6 +226,7 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
             tokens_before,
             model,
             reason,
+            limit=limit,
             step_id=step_id,
             request_id=request_id,
             attempt=attempt,
@@ -253,6 +271,7 @@ async def _commit(
     model: str,
     reason: str,
     *,
+    limit: str,
     step_id: str,
     request_id: str,
     attempt: int,
@@ -296,11 +315,16 @@ async def _commit(
         what = (
             "an empty summary"
             if not summary
-            else f"a summary that does not shrink it ({tokens_before} → {tokens_after} tokens)"
+            else f"a summary that does not shrink it ({tokens_before:,} → {tokens_after:,} tokens)"
         )
         raise CompactionFailed(
-            f"compaction of the context produced {what}",
-            detail={"tokens_before": tokens_before, "tokens_after": tokens_after},
+            f"compaction of the context produced {what}; {limit}",
+            detail={
+                "tokens_before": tokens_before,
+                "tokens_after": tokens_after,
+                "reason": "empty_summary" if not summary else "summary_too_long",
+                "model": model,
+            },
         )
     payload = make_payload(
         "context.compacted",
@@ -343,43 +367,3 @@ def ports_of(turn: Any, tools: list[Any]) -> CompactionPorts:
         tools=tools,
         budget=turn.budget,
     )
-
-
-async def fit_context(turn: Any, tools: list[Any], *, force: str | None = None) -> int:
-    """Make the next request fit: compact when it is over ``compact_at`` (or ``force`` names why).
-
-    Returns:
-        The estimated input tokens of the next request.
-
-    Raises:
-        CompactionFailed: the request cannot be made to fit the model's window.
-    """
-    ports = ports_of(turn, tools)
-    model = turn.model or _model_id(await turn.provider())
-    window = model_window(model, turn.settings.models)
-    over, est, _ = needs_compaction(ports, model)
-    if force is None and not (over and turn.settings.context.auto):
-        return est
-    if force is None and not window.known:
-        # The window is only assumed: never summarise (and pay) on a guess. Compaction comes
-        # when the provider refuses the request as too long (the overflow path).
-        warn_unknown(model)
-        return est
-    try:
-        await compact_context(ports, reason=force or "threshold")
-    except CompactionFailed as exc:
-        nothing = (exc.detail or {}).get("reason") == "nothing_to_summarise"  # no call was made
-        fits = not window.known or est <= window.context_window - window.max_output_tokens // 4
-        if force is None and nothing and fits:
-            # Nothing older to summarise but the request still fits (or the window is only
-            # assumed): send it as it is; a provider refusal comes back as an overflow.
-            return est
-        raise
-    _, est, _ = needs_compaction(ports, model)
-    if est > window.context_window and window.known:
-        raise CompactionFailed(
-            f"the context is still {est} tokens (estimated) after compaction, over the "
-            f"{window.context_window}-token window of {model}",
-            detail={"tokens": est, "window": window.context_window, "model": model},
-        )
-    return est

@@ -91,7 +91,7 @@ def render_transcript(messages: list[Message], *, max_chars: int, item_chars: in
             if isinstance(p, TextPart):
                 lines.append(f"{'User' if m.role == 'user' else 'Assistant'}: {_clip(p.text, item_chars)}")
             elif isinstance(p, ToolCallPart):
-                args = orjson.dumps(p.arguments).decode() if not isinstance(p.arguments, str) else p.arguments
+                args = orjson.dumps(p.arguments).decode()
                 lines.append(f"Assistant called {p.name}({_clip(args, item_chars)})")
             elif isinstance(p, ToolResultPart):
                 tag = " (error)" if p.is_error else ""

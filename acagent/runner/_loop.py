@@ -36,7 +36,8 @@ from acagent.obs import metrics, provider_of, span
 from acagent.providers._base import ModelRequest, TextDelta
 from acagent.providers._parts import OUTPUT_LIMIT_ERROR
 from acagent.runner._budget import usage_event
-from acagent.runner._compact import CompactionFailed, fit_context
+from acagent.runner._compact import CompactionFailed
+from acagent.runner._fit import fit_context
 from acagent.runner._tools import ToolExecutor
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point

@@ -244,6 +244,14 @@ def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | Non
         if typ == "checkpoint":
             upto = max((n for o, n in seq_map.items() if o <= int(payload.get("upto_seq", 0))), default=0)
             payload = {**payload, "upto_seq": upto}
+            if payload.get("message_seqs"):  # positions of the messages (compaction's cut)
+                payload["message_seqs"] = [seq_map.get(int(s or 0), 0) for s in payload["message_seqs"]]
+        elif typ == "context.compacted":
+            kept = int(payload.get("first_kept_seq", 0))  # the first kept line that survived
+            payload = {
+                **payload,
+                "first_kept_seq": min((n for o, n in seq_map.items() if o >= kept), default=new),
+            }
         events.append(Event(seq=new, ts=ts, session_id=sid, type=typ, payload=payload))
     plan = ImportPlan(
         session_id=sid,

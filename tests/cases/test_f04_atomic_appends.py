@@ -57,7 +57,7 @@ def responder(chunks: int = CHUNKS) -> Any:
     """A user message → 8 parallel shell calls; after the tool results → ``done``."""
 
     def answer(body: dict[str, Any]) -> Any:
-        if body["messages"][-1]["role"] == "user":
+        if body["messages"][-1]["role"] == "user" and body.get("tools"):  # a summary request has none
             return openai_tool_calls(
                 [(f"call_{n}", "shell", {"command": command(n, chunks)}) for n in range(1, 9)]
             )
