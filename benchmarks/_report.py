@@ -29,6 +29,7 @@ FIGURES = [
     (7, "fig7_daemon"),
     (8, "fig8_providers"),
     (9, "fig9_observability"),
+    (10, "fig10_context"),
 ]
 
 
