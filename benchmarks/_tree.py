@@ -38,7 +38,10 @@ class TreeRun:
     cpu_s: float
     """User + system CPU of every process of the tree, in seconds."""
     peak_rss_mb: float
-    """Maximum over the samples of the summed ``VmHWM`` of the live processes, in MB."""
+    """Maximum over the samples of the summed ``VmHWM`` of the live processes, in MB (an upper
+    bound: a forked child counts the pages it still shares with its parent)."""
+    largest_mb: float
+    """The largest ``VmHWM`` of a single process of the tree, in MB."""
     processes: int
     """Distinct processes seen by the sampler."""
     stdout: str
@@ -99,7 +102,7 @@ def run_tree(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) 
     me = os.getpid()
     out_path, err_path = cwd / ".tree-stdout", cwd / ".tree-stderr"
     cpu0 = _children_cpu()
-    peak = [0]
+    peak = [0, 0]
     seen: set[int] = set()
     stop = threading.Event()
 
@@ -107,7 +110,9 @@ def run_tree(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) 
         while not stop.is_set():
             pids = _descendants(me)
             seen.update(pids)
-            peak[0] = max(peak[0], sum(_hwm_kb(p) for p in pids))
+            hwm = [_hwm_kb(p) for p in pids]
+            peak[0] = max(peak[0], sum(hwm))
+            peak[1] = max(peak[1], *hwm, 0)
             stop.wait(0.005)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -137,6 +142,7 @@ def run_tree(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) 
         wall_s=wall,
         cpu_s=_children_cpu() - cpu0,
         peak_rss_mb=peak[0] / 1024,
+        largest_mb=peak[1] / 1024,
         processes=len(seen),
         stdout=out_path.read_text(errors="replace"),
         stderr=err_path.read_text(errors="replace"),

@@ -1,6 +1,6 @@
 """Daemon stream cost and hibernation memory (issue 12 items 5 and 6).
 
-``python -m benchmarks.daemon_stream [--deltas 20000] [--sessions 1,10,50,200] [--hibernate 10000]``
+``python -m benchmarks.daemon_stream [--deltas 20000] [--sessions 1,10,50,200] [--hibernate 10000] [--pace 50]``
 
 One real ``acagent serve`` (strict mock provider in this process, zero-delay deltas). Prints one
 JSON object; never writes docs/.
@@ -12,8 +12,14 @@ JSON object; never writes docs/.
 2. **Concurrent sessions**: K sessions each with one attached client, each running a turn of
    ``--deltas // K`` (at least 200) deltas at once; reported per K: wall time, deltas/s
    delivered to the clients, the daemon's CPU share (a share near the machine's core count
-   means a saturated machine, not a slow daemon), and the POST → first-delta latency p50/p99
-   over the K sessions.
+   means a saturated machine, not a slow daemon), the POST → first-delta latency p50/p99
+   over the K sessions, and the **provider byte → attached client** latency p50/p99 over every
+   delta: the mock stamps each delta's text with ``time.perf_counter()`` just before writing it
+   to the socket (:class:`_Stamped`), the client subtracts it from its own clock when the frame
+   arrives (one machine, one monotonic clock). The zero-delay mock sends as fast as the daemon
+   reads, so that latency is mostly the backlog of a saturated stream; a second pass (``paced``)
+   sends 200 deltas per session at ``--pace`` deltas/s (a model's speed) and measures what a
+   watcher sees (deltas are committed in 50 ms frames before they are published).
 3. **Hibernation**: ``--hibernate`` sessions cloned in the journal (the rows a real turn wrote),
    each *woken* by one WebSocket attach (a runner is built in the daemon; ``runners`` in
    ``/v1/debug/stats`` proves they were loaded), then ``POST /v1/debug/hibernate``. Daemon RSS:
@@ -51,6 +57,39 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class _Stamped:
+    """The chunks of a zero-delay stream of ``n`` deltas, each built when the mock writes it:
+    its text is ``t<perf_counter> `` (the provider-byte time)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self) -> Any:
+        from tests.mockprovider import _oa_chunk
+
+        yield _oa_chunk({"role": "assistant", "content": f"t{time.perf_counter():.6f} "})
+        for _ in range(self.n - 1):
+            yield _oa_chunk({"content": f"t{time.perf_counter():.6f} "})
+        yield _oa_chunk({}, "stop") + b"data: [DONE]\n\n"
+
+
+def _bench_responder(body: Any) -> Any:
+    """``stamped N``: :class:`_Stamped`; anything else: the daemon tests' directives."""
+    from tests.mockprovider import Script
+
+    messages = body.get("messages") or []
+    text = str(messages[-1].get("content") if messages else "")
+    if text.startswith("stamped "):
+        _, n, pace = text.split()
+        sleeps = 1 / float(pace) if float(pace) else None
+        return Script(chunks=_Stamped(int(n)), sleeps=sleeps)  # type: ignore[arg-type]
+    return responder(body)
+
+
+LATENCIES: list[float] = []
+"""Provider byte → client frame, seconds, of every stamped delta of the current measurement."""
+
+
 async def _turn(d: Daemon, http: Any, sid: str, text: str) -> tuple[float, int, float]:
     """One turn watched by one WebSocket client: (POST → first delta s, deltas seen, end time)."""
     import websockets
@@ -67,24 +106,30 @@ async def _turn(d: Daemon, http: Any, sid: str, text: str) -> tuple[float, int, 
         async for frame in conn:
             ev = json.loads(frame)
             if ev["type"] == "assistant.delta":
+                now = time.perf_counter()
                 deltas += 1
                 if not first:
-                    first = time.perf_counter() - t0
+                    first = now - t0
+                stamp = ev["payload"].get("text", "")
+                if stamp.startswith("t"):
+                    LATENCIES.append(now - float(stamp[1:]))
             if ev["type"] in END:
                 break
     return first, deltas, time.perf_counter()
 
 
-async def _concurrent(d: Daemon, work: Path, k: int, deltas: int) -> dict[str, Any]:
+async def _concurrent(d: Daemon, work: Path, k: int, deltas: int, pace: float = 0.0) -> dict[str, Any]:
+    """K sessions streaming ``deltas`` each at once; ``pace`` deltas/s per session (0: no delay)."""
     import httpx
 
     sids = [d.create(work)["id"] for _ in range(k)]
     results: list[tuple[float, int, float]] = []
+    LATENCIES.clear()
     async with httpx.AsyncClient(base_url=d.url, headers=d.auth, timeout=300) as http:
         c0, t0 = _cpu_s(d.pid), time.perf_counter()
 
         async def one(sid: str) -> None:
-            results.append(await _turn(d, http, sid, f"deltas {deltas} 20"))
+            results.append(await _turn(d, http, sid, f"stamped {deltas} {pace:g}"))
 
         async with anyio.create_task_group() as tg:
             for sid in sids:
@@ -93,8 +138,10 @@ async def _concurrent(d: Daemon, work: Path, k: int, deltas: int) -> dict[str, A
         cpu = _cpu_s(d.pid) - c0
     firsts = sorted(r[0] * 1000 for r in results)
     total = sum(r[1] for r in results)
+    lat = sorted(x * 1000 for x in LATENCIES) or [0.0]
     return {
         "sessions": k,
+        "pace_per_session": pace or "zero delay",
         "deltas_per_session": deltas,
         "wall_s": round(wall, 2),
         "deltas_per_s": round(total / wall),
@@ -104,6 +151,11 @@ async def _concurrent(d: Daemon, work: Path, k: int, deltas: int) -> dict[str, A
         "post_to_first_delta_ms": {
             "p50": round(statistics.median(firsts), 1),
             "p99": round(firsts[min(len(firsts) - 1, int(len(firsts) * 0.99))], 1),
+        },
+        "provider_byte_to_client_ms": {
+            "p50": round(statistics.median(lat), 2),
+            "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2),
+            "deltas": len(LATENCIES),
         },
     }
 
@@ -151,10 +203,10 @@ async def _hibernation(d: Daemon, work: Path, n: int) -> dict[str, Any]:
     }
 
 
-async def run(deltas: int, levels: list[int], hibernate: int) -> dict[str, Any]:
+async def run(deltas: int, levels: list[int], hibernate: int, pace: float = 50.0) -> dict[str, Any]:
     """Run the three parts on one daemon (see module docstring)."""
     with MockProvider() as mock, tempfile.TemporaryDirectory() as tmp:
-        mock.default = responder
+        mock.default = _bench_responder
         home = Path(tmp) / "home"
         home.mkdir()
         work = Path(tmp) / "w"
@@ -167,6 +219,8 @@ async def run(deltas: int, levels: list[int], hibernate: int) -> dict[str, Any]:
             single = await _concurrent(d, work, 1, deltas)
             per_delta = single["cpu_ms_per_delta"]
             concurrent = [await _concurrent(d, work, k, max(200, deltas // k)) for k in levels]
+            # Latency at a model's pace (``--pace`` deltas/s per session): what a watcher sees.
+            paced = [await _concurrent(d, work, k, 200, pace) for k in levels] if pace else []
             hib = await _hibernation(d, work, hibernate) if hibernate else None
         finally:
             d.terminate(60)
@@ -176,6 +230,7 @@ async def run(deltas: int, levels: list[int], hibernate: int) -> dict[str, Any]:
         "cpu_per_delta_pass": per_delta <= 0.1,
         "single": single,
         "concurrent": concurrent,
+        "paced": paced,
         "hibernation": hib,
         "load_average": os.getloadavg(),
     }
@@ -187,9 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deltas", type=int, default=20000)
     parser.add_argument("--sessions", default="1,10,50,200")
     parser.add_argument("--hibernate", type=int, default=10000)
+    parser.add_argument(
+        "--pace", type=float, default=50.0, help="deltas/s per session of the paced run (0: skip)"
+    )
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.sessions.split(",") if x.strip()]
-    result = anyio.run(run, args.deltas, levels, args.hibernate)
+    result = anyio.run(run, args.deltas, levels, args.hibernate, args.pace)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -77,6 +77,25 @@ class Subscription:
             await waiter.wait()
         return self._queue.popleft()
 
+    async def receive_batch(self, limit: int = 1024) -> list[Event]:
+        """Every queued event, at most ``limit`` (waits while none is queued): a consumer that
+        handles a burst at once (one transcript write for many deltas) takes it in one call.
+
+        Raises:
+            anyio.EndOfStream: the bus closed or evicted this subscriber and its queue is empty.
+        """
+        queue = self._queue
+        while not queue:
+            if self._ended:
+                raise anyio.EndOfStream
+            self._waiter = waiter = anyio.Event()
+            await waiter.wait()
+        if len(queue) <= limit:
+            batch = list(queue)
+            queue.clear()
+            return batch
+        return [queue.popleft() for _ in range(limit)]
+
     def _put(self, event: Event) -> bool:
         """Queue ``event`` (False when the queue is full)."""
         if len(self._queue) >= self.maxsize:

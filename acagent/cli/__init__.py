@@ -7,10 +7,34 @@ from acagent.cli._app import app
 __all__ = ["app", "main"]
 
 
-def _load_commands() -> None:
+_MODULES = ("_run", "_chat", "_sessions", "_serve", "_attach", "_models", "_doctor", "_usage", "_mcp", "_compact")
+_COMMAND_MODULE = {
+    "run": "_run",
+    "chat": "_chat",
+    "sessions": "_sessions",
+    "export": "_sessions",
+    "import": "_sessions",
+    "serve": "_serve",
+    "status": "_serve",
+    "attach": "_attach",
+    "models": "_models",
+    "doctor": "_doctor",
+    "usage": "_usage",
+    "mcp": "_mcp",
+    "compact": "_compact",
+}
+"""Command name → the module that defines it (``acagent run …`` imports ``_run`` only)."""
+
+
+def _load_commands(argv: list[str] | None = None) -> None:
+    """Register the commands: only the invoked one's module when ``argv`` names a command
+    (the root takes no option with a value, so its first non-option word is the command), else
+    all of them (``--help``, a typo, no command)."""
     import importlib
 
-    for name in ("_run", "_chat", "_sessions", "_serve", "_attach", "_models", "_doctor", "_usage", "_mcp", "_compact"):
+    word = next((a for a in (argv or []) if not a.startswith("-")), None)
+    names = (_COMMAND_MODULE[word],) if word in _COMMAND_MODULE else _MODULES
+    for name in names:
         try:
             importlib.import_module(f"acagent.cli.{name}")
         except ModuleNotFoundError as exc:  # a command module not written yet
@@ -42,6 +66,8 @@ def _configure_logging() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    import sys
+
     _configure_logging()
-    _load_commands()
+    _load_commands(sys.argv[1:])
     app(prog_name="acagent")

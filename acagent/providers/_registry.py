@@ -1,8 +1,9 @@
 """Provider lookup: ``PROVIDER:MODEL`` ids, entry points, and default model resolution.
 
 Built-in providers register through the same ``acagent.providers`` entry-point group that
-third-party packages use (declared in ``pyproject.toml``), as llm's plugins do; a built-in
-table is the fallback when the package metadata is missing (running from a source tree). A
+third-party packages use (declared in ``pyproject.toml``), as llm's plugins do, and a built-in
+id resolves from the built-in table without reading package metadata (the table also serves a
+source tree without metadata); other ids are looked up in the entry points. A
 factory is ``(model: str, settings: Settings) -> Provider`` and is imported only when chosen,
 so importing :mod:`acagent.providers` never imports a provider SDK.
 """
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from acagent.errors import ConfigError
 
@@ -44,6 +44,14 @@ _BUILTIN: dict[str, str] = {
 DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
 DEFAULT_LOCAL_MODEL = "local:smollm2-135m"
+
+
+def entry_points(group: str) -> Any:
+    """``importlib.metadata.entry_points(group=group)``, imported on first use (importing
+    ``importlib.metadata`` and scanning the distributions cost a one-shot ``run`` 40-70 ms)."""
+    from importlib.metadata import entry_points as scan
+
+    return scan(group=group)
 
 
 def _targets() -> dict[str, str]:
@@ -91,8 +99,11 @@ def create_provider(model_id: str, settings: Settings) -> Provider:
             f"invalid model id {model_id!r}: expected PROVIDER:MODEL, e.g. {DEFAULT_OPENAI_MODEL!r}",
             detail={"model": model_id},
         )
-    targets = _targets()
-    target = targets.get(provider)
+    # A built-in id names the built-in adapter (entry points add providers; they are scanned
+    # only for another id, so the usual lookup reads no package metadata).
+    target = _BUILTIN.get(provider)
+    targets = _BUILTIN if target is not None else _targets()
+    target = target or targets.get(provider)
     if target is None:
         raise ConfigError(
             f"unknown provider {provider!r} in model id {model_id!r}; known: {', '.join(sorted(targets))}",

@@ -67,16 +67,23 @@ class TranscriptKeeper:
 
         async def pump() -> None:
             try:
-                async for event in sub:
-                    if event.seq > writer.sync() + 1:
+                while True:
+                    try:
+                        batch = await sub.receive_batch()  # a burst of deltas: one locked write
+                    except anyio.EndOfStream:
+                        break
+                    if batch[0].seq > writer.sync() + 1:
                         # dropped, or the file lags (cut by a crash or by hand): fill the gap from the journal
-                        writer.write(await self.journal.events(row.id, writer.last_seq, until=event.seq - 1))
-                    writer.write([event])
+                        writer.write(
+                            await self.journal.events(row.id, writer.last_seq, until=batch[0].seq - 1)
+                        )
+                    writer.write(batch)  # drops only happen at a full queue: a batch has no gap
             except OSError as exc:  # disk full, read-only: one line, never a traceback
                 log.warning(
                     "transcript %s: write failed (%s); it will be repaired from the journal", path, exc
                 )
             finally:
+                sub.close()
                 done.set()
 
         self._tg.start_soon(pump)

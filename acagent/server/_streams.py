@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import cast
 
@@ -134,16 +135,18 @@ async def pump(
     lock = anyio.Lock() if keepalive is not None else None
 
     async def timed(fn: Callable[[], Awaitable[None]]) -> None:
-        # The send deadline is enforced by the reaper: the hot path only stamps the time.
+        # The send deadline is enforced by the reaper: the hot path only stamps the time, with
+        # the clock anyio.current_time() reads on asyncio (loop.time() is time.monotonic()),
+        # without its backend lookup on every event.
         if lock is None:
-            conn.sending_since = anyio.current_time()
+            conn.sending_since = time.monotonic()
             await fn()
         else:
             async with lock:
-                conn.sending_since = anyio.current_time()
+                conn.sending_since = time.monotonic()
                 await fn()
         conn.sending_since = None
-        conn.last_activity = anyio.current_time()
+        conn.last_activity = time.monotonic()
 
     try:
         async with anyio.create_task_group() as tg:

@@ -16,6 +16,35 @@ def ev(seq: int, sid: str = "s") -> Event:
 
 
 class TestRunnerEventBus:
+    async def test_receive_batch_takes_every_queued_event_in_order(self) -> None:
+        """A burst is taken in one call (the transcript writes it in one locked write); an empty
+        queue waits; a closed bus ends the batches once drained."""
+        bus = RunnerEventBus("s")
+        sub = bus.subscribe("t", maxsize=100)
+        for i in range(1, 6):
+            bus.publish(ev(i))
+        assert [e.seq for e in await sub.receive_batch()] == [1, 2, 3, 4, 5]
+        for i in range(6, 10):
+            bus.publish(ev(i))
+        assert [e.seq for e in await sub.receive_batch(limit=3)] == [6, 7, 8]
+        got: list[list[int]] = []
+
+        async def read() -> None:
+            while True:
+                try:
+                    batch = await sub.receive_batch()
+                except anyio.EndOfStream:
+                    return
+                got.append([e.seq for e in batch])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            await anyio.sleep(0.01)  # the reader took 9 and waits on the empty queue
+            bus.publish(ev(10))
+            await anyio.sleep(0.01)
+            bus.close()
+        assert got == [[9], [10]]
+
     async def test_full_queue_drops_and_counts_without_blocking_producer(self) -> None:
         """A subscriber that does not read loses events beyond its bound; others get everything."""
         bus = RunnerEventBus("s")

@@ -86,8 +86,9 @@ def test_bare_acagent_starts_chat(tmp_path: Path) -> None:
 
 
 def test_one_shot_run_imports_only_what_it_uses(tmp_path: Path, mock: MockProvider) -> None:
-    """No daemon runs: the daemon client, the web stack, prompt_toolkit and the other provider's
-    SDK stay unloaded."""
+    """No daemon runs: the daemon client, the web stack, prompt_toolkit, the provider SDKs (the
+    adapters speak the wire themselves, issue 12), httpx's own CLI (click, pygments) and the
+    other commands' modules stay unloaded."""
     work = tmp_path / "w"
     work.mkdir()
     env = _env(tmp_path / "home")
@@ -99,6 +100,12 @@ def test_one_shot_run_imports_only_what_it_uses(tmp_path: Path, mock: MockProvid
     assert proc.stdout == "hi\n"
     unused = {
         "anthropic",
+        "openai",
+        "click",
+        "pygments",
+        "acagent.cli._chat",
+        "acagent.cli._serve",
+        "acagent.cli._doctor",
         "fastapi",
         "uvicorn",
         "websockets",
@@ -110,5 +117,5 @@ def test_one_shot_run_imports_only_what_it_uses(tmp_path: Path, mock: MockProvid
     mock.script(TextReply("hello"))
     proc, mods = _imported(["run", "--model", "anthropic:mock", "--base-url", mock.url, "hi"], env, work)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    unused = {"openai", "fastapi", "uvicorn", "websockets", "starlette", "prompt_toolkit"}
+    unused = {"openai", "anthropic", "fastapi", "uvicorn", "websockets", "starlette", "prompt_toolkit"}
     assert not mods & unused, mods & unused
