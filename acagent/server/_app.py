@@ -27,8 +27,9 @@ from acagent.errors import AcagentError, ConfigError, UserError
 from acagent.server._limits import BodyLimit
 from acagent.server._observe import add_compact_route, add_metrics_route, check_session_limits
 from acagent.server._security import COOKIE_NAME, Guard, _same
+from acagent.server._sse import sse_endpoint
 from acagent.server._state import DaemonState, hibernate
-from acagent.server._streams import MAX_SEQ, attach_websocket, sse_endpoint
+from acagent.server._streams import MAX_SEQ, attach_websocket
 from acagent.store import RESTING
 
 __all__ = ["DaemonStopping", "create_app"]
