@@ -113,6 +113,26 @@ def machine_info(command: str, *, end: bool = False) -> dict[str, Any]:
     }
 
 
+PEERS_HOWTO = """## Peers (optional): Claude Code, Codex, opencode
+
+`python -m benchmarks --peers DIR` adds section P: the same one-shot tool-call task (run `cat marker.txt`,
+report what it prints) for acagent, Claude Code, Codex and opencode, in the same interleaved rounds
+(`--peer-rounds`, default 5), against one local mock model, each with its own HOME under `DIR/.bench-homes`;
+CPU (user + sys) and peak RSS of each whole process tree. `--only peers` runs that section alone. Install the
+peers outside the repository (npm registry only; nothing else needs the network):
+
+```
+npm install --prefix DIR @anthropic-ai/claude-code @openai/codex opencode-ai
+```
+
+Each is pointed at the mock without any account: Claude Code through `ANTHROPIC_BASE_URL` and a dummy key
+(Messages streaming), Codex through a `model_providers.mock` entry (`wire_api = "responses"`, the only one it
+accepts; the benchmark's mock serves a Responses stream) in an isolated `CODEX_HOME/config.toml`, opencode
+through an `@ai-sdk/openai-compatible` provider in its `opencode.json`. A peer that is missing or fails is a
+row saying why (`benchmarks/peers.py`).
+"""
+
+
 def write_report(figures: list[dict[str, Any]], info: dict[str, Any]) -> str:
     """The markdown report."""
     out: list[str] = []
@@ -149,6 +169,7 @@ def write_report(figures: list[dict[str, Any]], info: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
     )
     w("")
+    w(PEERS_HOWTO)
     w("## Targets\n")
     w("| figure | target | goal | measured | result |")
     w("|---|---|---|---|---|")
