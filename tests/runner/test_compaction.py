@@ -193,6 +193,39 @@ async def test_provider_overflow_compacts_once_then_retries(
     assert not any(e.type == "llm.retry" and e.payload["reason"] == "invalid_request_error" for e in events)
 
 
+async def test_a_second_overflow_after_compaction_fails_the_turn_once(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """The provider refuses the request again after the one compaction: the turn fails as
+    context_overflow, with no third request and no blind retry."""
+    refusing = {"on": False}
+
+    def model(body: dict[str, Any]) -> Any:
+        if refusing["on"] and body["messages"][0]["content"] != SUMMARY_SYSTEM:
+            return _overflow(5000)
+        return responder(body)
+
+    mock.default = model
+    notes(workspace, 10)
+    big = _settings(tmp_path / "home", mock, models={"openai:mock": {"context_window": 100_000}})
+    async with SessionRegistry.open(big) as reg:
+        row = await reg.create_session(workspace, model="openai:mock")
+        runner = await reg.get_runner(row.id)
+        for i in range(3):
+            await runner.run_turn(f"please run turn {i}")
+        before, refusing["on"] = len(mock.requests), True
+        await runner.run_turn("please run turn 3")
+        events = await runner.journal.events(row.id, 0)
+        snap = await runner.snapshot()
+    sent = mock.requests[before:]
+    assert [r.json["messages"][0]["content"] == SUMMARY_SYSTEM for r in sent] == [False, True, False]
+    assert snap["status"] == "failed"
+    failed = [e.payload for e in events if e.type == "turn.failed"]
+    assert len(failed) == 1 and failed[0]["type"] == "context_overflow"
+    assert [e.payload["reason"] for e in events if e.type == "context.compacted"] == ["overflow"]
+    assert not any(e.type == "llm.retry" for e in events)
+
+
 @pytest.mark.parametrize("point", ["compact_before_call", "compact_mid_summary", "compact_before_commit"])
 def test_sigkill_during_compaction_resumes_with_exactly_one_compaction(
     point: str, tmp_path: Path, mock: MockProvider, workspace: Path
