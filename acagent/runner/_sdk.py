@@ -1,7 +1,8 @@
 """Provider creation off the event loop.
 
-A provider's first use in a process imports its SDK (``anthropic`` takes 6–8 s under load,
-``openai`` about 4 s) and builds an HTTP client with a TLS context. Done on the event loop, that
+A provider's first use in a process imports its adapter and HTTP stack (httpx; the provider
+SDKs, which took 4–8 s under load, are no longer imported at all since issue 12) and builds an
+HTTP client with a TLS context. Done on the event loop, that
 stalls every stream and the lease keeper of the process (issue 11; F53). So the factory always
 runs in a worker thread, serialised by one lock (two first turns import once, not twice at
 once), and :func:`prewarm` starts the import as soon as a session's model is known. The import
