@@ -110,6 +110,26 @@ under 1 ms of loop CPU per turn (or several processes sharing the sessions); tod
 **Finding (figure 5, memory).** See the tracemalloc list above: the resident set is mostly imported code, not
 sessions (an empty journal costs the same). Keep heavy imports lazy in `acagent/runner` and `acagent/tools`.
 """,
+    "one-shot CPU ≤ Codex's": """
+**Finding (section P).** Sampled on CPU time (`ITIMER_PROF`, main thread, 3 runs of `acagent run --yes --json`
+against the mock), what is left is import and class-building work, not the turn (`AgenticLoop.run_turn` ≈ 4 % of the
+samples):
+
+- typer 0.29 builds a pydantic `TypeAdapter` for every parameter of the invoked command when it parses argv
+  (`typer/core.py get_runtime_param` → `typer/_adapters.py`), ~28 % of the samples including the pydantic import
+  it triggers (`run` has ten options; ~9 ms per adapter on this machine);
+- pydantic model classes built at import (`acagent/events.py`, `acagent/settings.py` + `acagent/usage/_caps.py`,
+  the tools' argument models, `acagent/mcp/_config.py`): `_model_construction.__new__` ≈ 12 %;
+- `@dataclass` code generation (`dataclasses._process_class` ≈ 17 %: `store/_ops.py`, `providers/_base.py`,
+  `store/_rows.py`, anyio's own), each class `exec`s its generated `__init__`/`__repr__`/`__eq__`;
+- httpx (≈ 0.1 s, in the worker thread that builds the client; its CLI is no longer imported).
+
+**Fixes.** (1) Keep argument coercion out of typer's per-parameter adapters (plain `click` options for `run`, or
+a typer that caches adapters per annotation). (2) Build the event payload models and the settings models lazily
+(`defer_build` does not help: the class creation itself is the cost) or as plain dataclasses/TypedDicts validated
+at the edges only. (3) `@dataclass(repr=False, eq=False)` (or plain classes with `__slots__`) for the store ops
+and rows that never need them.
+""",
     "`acagent --help`": """
 **Finding (figure 6).** `acagent --help` spends its time importing and formatting, not in acagent:
 
@@ -129,10 +149,7 @@ click `Group` subclass whose `get_command` imports the command module on demand)
 import only what they use. With (1)–(3) the command lands close to the `TYPER_USE_RICH=0` row, under the target
 while typer's own import stays under ~0.15 s.
 
-Not a target, but the same table shows `acagent run` needing seconds to reach the provider: the importtime table
-of a real `acagent run` puts the `openai` SDK first (`acagent/providers/_openai.py` imports `openai`, whose
-`openai/__init__` → `openai.types` builds hundreds of pydantic models). Importing only the client
-(`from openai import AsyncOpenAI` still loads `openai.types`), or speaking Chat Completions over the `httpx` client
-acagent already ships, would remove most of it.
+Since issue 12, `acagent run` imports only the `run` command's module (`_load_commands(argv)`) and no provider
+SDK (the adapters post and parse the wire with httpx); `--help` still registers every command.
 """,
 }

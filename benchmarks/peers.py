@@ -251,11 +251,11 @@ def figure(peers: list[Peer], rounds: int) -> dict[str, Any]:
         [
             "agent",
             "CPU s (user+sys)",
-            "peak RSS MB",
+            "peak RSS MB: tree / largest process",
             "wall s",
             "processes",
             "acagent/peer CPU",
-            "acagent/peer RSS",
+            "acagent/peer RSS (tree)",
         ],
         rows,
         f"Median of {rounds} interleaved rounds after one warm-up run each, whole process tree "
