@@ -20,6 +20,7 @@ so checking a model id) never imports it.
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -180,7 +181,15 @@ class OpenAIProvider(HTTPProvider):
         self._encoder = BodyEncoder(openai_wire_messages, openai_merge)
 
     def _headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self._api_key}"}
+        headers = {"authorization": f"Bearer {self._api_key}"}
+        # What the openai SDK sent from the environment, kept for accounts that rely on it.
+        for env, header in (
+            ("OPENAI_ORG_ID", "openai-organization"),
+            ("OPENAI_PROJECT_ID", "openai-project"),
+        ):
+            if os.environ.get(env):
+                headers[header] = os.environ[env]
+        return headers
 
     def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
         return openai_status_error(self.name, self._key_env, status, body, headers)

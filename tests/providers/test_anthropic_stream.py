@@ -88,6 +88,9 @@ class TestStream:
         (req,) = mock.wait_for_requests(1)
         assert req.path == "/v1/messages"
         assert req.headers["idempotency-key"] == "s1|7|abc|2"
+        # the headers the anthropic SDK sent, sent by the adapter itself since issue 12
+        assert req.headers["anthropic-version"] == "2023-06-01"
+        assert req.headers["x-api-key"] and req.headers["content-type"] == "application/json"
         body = req.json
         assert body["model"] == "mock-model"
         assert body["max_tokens"] == 777

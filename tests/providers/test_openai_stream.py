@@ -71,6 +71,24 @@ class TestStream:
         assert (response.usage.input_tokens, response.usage.output_tokens) == (5, 2)
         assert response.provider_response_id == "c"
 
+    async def test_headers_the_sdk_sent_from_the_environment(
+        self, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without the SDK (issue 12) the adapter still sends the key, the organization and the
+        project the ``openai`` SDK took from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``."""
+        monkeypatch.setenv("OPENAI_ORG_ID", "org-1")
+        monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-1")
+        provider = OpenAIProvider("m", base_url=mock.openai_base_url, api_key="k1")
+        mock.script(openai_text("ok"))
+        try:
+            await collect(provider, make_request())
+        finally:
+            await provider.aclose()
+        (req,) = mock.wait_for_requests(1)
+        assert req.headers["authorization"] == "Bearer k1"
+        assert (req.headers["openai-organization"], req.headers["openai-project"]) == ("org-1", "proj-1")
+        assert req.headers["content-type"] == "application/json"
+
     async def test_request_shape_and_idempotency_key(
         self, mock: MockProvider, openai_provider: OpenAIProvider
     ) -> None:
