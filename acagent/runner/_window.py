@@ -17,10 +17,15 @@ import orjson
 
 from acagent.messages import Message
 
-__all__ = ["BYTES_PER_TOKEN", "RequestEstimator", "bytes_to_tokens"]
+__all__ = ["BYTES_PER_TOKEN", "MAX_BYTES_PER_TOKEN", "RequestEstimator", "bytes_to_tokens"]
 
 BYTES_PER_TOKEN = 3
 """Conservative: English prose and code average 3.5–4.5 bytes per token on current tokenizers."""
+
+MAX_BYTES_PER_TOKEN = 8
+"""A reported ``input_tokens`` below ``request bytes / 8`` is not a token count of this request
+(a server reporting only the uncached part, a placeholder ``1``): calibrating with it would let
+requests grow far past the window, so it is ignored."""
 
 
 def bytes_to_tokens(n: int) -> int:
@@ -67,8 +72,11 @@ class RequestEstimator:
         return bytes_to_tokens(size)
 
     def calibrate(self, request_bytes: int, input_tokens: int) -> None:
-        """Record what the provider reported for a request of ``request_bytes`` bytes."""
-        if input_tokens > 0 and request_bytes > 0:
+        """Record what the provider reported for a request of ``request_bytes`` bytes.
+
+        An implausibly low count (under ``request_bytes / MAX_BYTES_PER_TOKEN``) is ignored.
+        """
+        if input_tokens > 0 and request_bytes > 0 and input_tokens * MAX_BYTES_PER_TOKEN >= request_bytes:
             self._calibration = (request_bytes, input_tokens)
 
     def reset(self) -> None:

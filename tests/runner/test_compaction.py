@@ -140,6 +140,76 @@ async def test_200_turn_session_stays_inside_the_window_and_every_request_is_val
     assert any(SUMMARY_MARK in _text(m.get("content")) for m in last if m["role"] == "user")
 
 
+def anthropic_responder(body: dict[str, Any]) -> Any:
+    """:func:`responder` in the Messages API's wire format; usage as the mock's helpers report it
+    (``input_tokens: 1``), which must not become the estimate's calibration."""
+    from tests.mockprovider import anthropic_text, anthropic_tool_calls
+
+    seen = len(json.dumps(body)) // 4
+    if seen > WINDOW:
+        return Script(
+            status=400,
+            body={
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": "prompt is too long"},
+            },
+        )
+    system = body.get("system")
+    system = system if isinstance(system, str) else _text(system)
+    msgs = body["messages"]
+    if system == SUMMARY_SYSTEM:
+        turns = [
+            int(n) for n in re.findall(r"(?:run turn|first turn was turn) (\d+)", _text(msgs[-1]["content"]))
+        ]
+        return anthropic_text(f"The first turn was turn {min(turns, default=-1)}. Each turn read a file.")
+    blocks = msgs[-1]["content"]
+    results = (
+        [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if isinstance(blocks, list)
+        else []
+    )
+    if results:
+        return anthropic_text("done " + _text(results[-1]["content"]).split("\t")[-1][:12])
+    asked = _text(blocks)
+    if asked.startswith("which turn came first"):
+        first = re.search(r"The first turn was turn (\d+)", json.dumps(msgs))
+        return anthropic_text(f"the first turn was turn {first.group(1) if first else '?'}")
+    n = int(asked.split()[-1])
+    calls = [(f"toolu_{n}", "read_file", {"path": f"notes/turn-{n}.txt"})]
+    if n % 10 == 0:
+        calls.append((f"toolu_{n}b", "list_dir", {"path": "notes/sub"}))
+    return anthropic_tool_calls("Reading it.", calls)
+
+
+async def test_long_anthropic_session_keeps_alternation_and_the_window(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """The Messages API refuses consecutive same-role messages: the compacted context (summary
+    merged into the first kept user message) alternates; a placeholder usage count
+    (``input_tokens: 1``) does not let requests grow past the window."""
+    turns = 60
+    notes(workspace, turns)
+    mock.default = anthropic_responder
+    s = _settings(
+        tmp_path / "home", mock, model="anthropic:mock", models={"anthropic:mock": MODELS["openai:mock"]}
+    )
+    async with SessionRegistry.open(s) as reg:
+        row = await reg.create_session(workspace, model="anthropic:mock")
+        runner = await reg.get_runner(row.id)
+        for i in range(turns):
+            await runner.run_turn(f"please run turn {i}")
+        await runner.run_turn("which turn came first?")
+        events = await runner.journal.events(row.id, 0)
+    requests = mock.requests
+    assert all(r.api == "anthropic" and r.status == 200 for r in requests), [
+        r.error for r in requests if r.status != 200
+    ][:3]
+    assert all(bytes_to_tokens(len(r.body)) <= WINDOW for r in requests)
+    assert [e.type for e in events].count("context.compacted") >= 5
+    answers = [e.payload["text"] for e in events if e.type == "turn.completed"]
+    assert answers[-2] == "done turn-59-xxxx" and answers[-1] == "the first turn was turn 0"
+
+
 async def test_summary_that_does_not_shrink_fails_the_turn_clearly(
     tmp_path: Path, mock: MockProvider, workspace: Path
 ) -> None:

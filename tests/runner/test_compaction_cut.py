@@ -9,7 +9,7 @@ import pytest
 from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from acagent.models._windows import UNKNOWN_WINDOW, model_window, warn_unknown
 from acagent.runner._cut import SUMMARY_MARK, choose_cut, merge_summary, render_transcript, turn_starts
-from acagent.runner._window import RequestEstimator, bytes_to_tokens
+from acagent.runner._window import MAX_BYTES_PER_TOKEN, RequestEstimator, bytes_to_tokens
 
 
 def user(text: str) -> Message:
@@ -80,10 +80,16 @@ def test_estimator_is_conservative_and_calibrates_from_reported_usage() -> None:
     msgs = history(10)
     size = est.request_bytes("sys", msgs)
     assert est.estimate("sys", msgs) == bytes_to_tokens(size) > size // 4
-    est.calibrate(size, 100)
-    assert est.estimate("sys", msgs) == 100
+    real = size // 4  # what a tokenizer reports: about 4 bytes per token
+    est.calibrate(size, real)
+    assert est.estimate("sys", msgs) == real
     more = [*msgs, user("z" * 300)]
-    assert est.estimate("sys", more) == 100 + bytes_to_tokens(est.request_bytes("sys", more) - size)
+    assert est.estimate("sys", more) == real + bytes_to_tokens(est.request_bytes("sys", more) - size)
+    est.reset()
+    est.calibrate(size, 1)  # a placeholder count, not this request's: ignored
+    assert est.estimate("sys", msgs) == bytes_to_tokens(size)
+    est.calibrate(size, size // MAX_BYTES_PER_TOKEN + 1)  # the least plausible count still counts
+    assert est.estimate("sys", msgs) == size // MAX_BYTES_PER_TOKEN + 1
 
 
 def test_model_windows_known_configured_and_unknown(caplog: pytest.LogCaptureFixture) -> None:
