@@ -8,7 +8,6 @@ processes.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,26 +20,16 @@ from acagent.events import Event
 from acagent.runner import InProcessRunner, SessionRegistry
 from acagent.settings import Settings, load_settings
 from acagent.store._transcript import transcript_path
+from tests.casefiles import require_cases
 from tests.mockprovider import MockProvider
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def shared_cases_dir() -> Path | None:
-    """``shared/cases`` beside the repository, else ``$ACAGENT_SHARED/cases``."""
-    candidates = [REPO.parent / "shared" / "cases"]
-    env = os.environ.get("ACAGENT_SHARED")
-    if env:
-        candidates += [Path(env) / "cases", Path(env)]
-    return next((p for p in candidates if (p / "README.md").exists()), None)
-
-
 @pytest.fixture
 def cases() -> Path:
-    path = shared_cases_dir()
-    if path is None:
-        pytest.skip("shared/cases not found (set ACAGENT_SHARED)")
-    return path
+    """The case fixtures (``tests/casefiles.py``: the recorded copy first)."""
+    return require_cases()
 
 
 def settings_for(home: Path, mock: MockProvider, provider: str = "openai", **over: Any) -> Settings:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.casefiles import require_cases
 from tests.mockprovider import MockProvider, Script, TextReply, openai_tool_calls
 
 pytestmark = [
@@ -324,10 +325,8 @@ def test_continue_finishes_a_turn_left_waiting_for_approval(term: Tmux, mock: Mo
 def test_retry_after_partial_output_shows_only_the_retried_reply(term: Tmux, mock: MockProvider) -> None:
     """F13 in chat: the in-band overloaded_error after partial text is retried; the partial text is
     marked discarded and only `done` is the reply (also when the history is replayed)."""
-    cases = Path(__file__).resolve().parents[3] / "shared" / "cases"
+    cases = require_cases()
     attempt1 = cases / "F13-overloaded-attempt1.anthropic.sse"
-    if not attempt1.exists():
-        pytest.skip("the shared F13 fixtures are not available")
     chunks = [part + b"\n\n" for part in attempt1.read_bytes().split(b"\n\n") if part.strip()]
     mock.script(Script(chunks=chunks, sleeps=0.05), (cases / "F13-ok-attempt2.anthropic.sse").read_bytes())
     term.type(f"ANTHROPIC_API_KEY=k acagent chat --model anthropic:mock --base-url {mock.url}")

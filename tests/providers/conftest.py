@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,19 +12,8 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:  # `tests.mockprovider` importable under plain `pytest` too
     sys.path.insert(0, str(_REPO))
 
+from tests.casefiles import require_cases  # noqa: E402
 from tests.mockprovider import MockProvider  # noqa: E402
-
-
-def shared_cases_dir() -> Path | None:
-    """``shared/cases`` beside the repository, else ``$ACAGENT_SHARED/cases`` (or the var itself)."""
-    candidates = [_REPO.parent / "shared" / "cases"]
-    env = os.environ.get("ACAGENT_SHARED")
-    if env:
-        candidates += [Path(env) / "cases", Path(env)]
-    for path in candidates:
-        if (path / "README.md").exists():
-            return path
-    return None
 
 
 @pytest.fixture
@@ -35,10 +23,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def cases() -> Path:
-    path = shared_cases_dir()
-    if path is None:
-        pytest.skip("shared/cases not found (set ACAGENT_SHARED)")
-    return path
+    """The case fixtures (``tests/casefiles.py``: the recorded copy first)."""
+    return require_cases()
 
 
 @pytest.fixture

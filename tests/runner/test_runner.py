@@ -20,6 +20,7 @@ from acagent.errors import ConcurrencyCap, SessionBusy
 from acagent.events import Event
 from acagent.runner import InProcessRunner, SessionRegistry
 from acagent.settings import load_settings
+from tests.casefiles import require_cases
 from tests.mockprovider import (
     MockProvider,
     Script,
@@ -31,9 +32,6 @@ from tests.mockprovider import (
 
 pytestmark = pytest.mark.anyio
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
-if not SHARED.exists() and os.environ.get("ACAGENT_SHARED"):
-    SHARED = Path(os.environ["ACAGENT_SHARED"]) / "cases"
 
 
 def settings_for(home: Path, mock: MockProvider, provider: str, **over: Any) -> Any:
@@ -78,9 +76,7 @@ async def test_cancel_mid_tool_pairs_every_tool_call_f01(
     tmp_path: Path, mock: MockProvider, workspace: Path, provider: str
 ) -> None:
     """F01: cancel while toolu_B runs → B gets an "interrupted" result; the next request is valid."""
-    fixture = SHARED / f"F01-turn1.{provider}.sse"
-    if not fixture.exists():
-        pytest.skip("shared/cases not found")
+    fixture = require_cases() / f"F01-turn1.{provider}.sse"
     mock.script(fixture.read_bytes(), TextReply("4"))
     s = settings_for(tmp_path / "home", mock, provider, auto_approve=True)
     a_id, b_id = ("toolu_A", "toolu_B") if provider == "anthropic" else ("call_A", "call_B")
@@ -126,9 +122,7 @@ async def test_cancel_during_stream_keeps_only_what_the_user_saw_f02(
 ) -> None:
     """F02: partial text kept byte-identical, empty partials and half tool calls dropped."""
     provider = "openai" if variant == "a" else "anthropic"
-    fixture = SHARED / f"F02-pause-{variant}.{provider}.sse"
-    if not fixture.exists():
-        pytest.skip("shared/cases not found")
+    fixture = require_cases() / f"F02-pause-{variant}.{provider}.sse"
     mock.script(Script(chunks=[fixture.read_bytes()], pause_after=1), TextReply("ok"))
     s = settings_for(tmp_path / "home", mock, provider, auto_approve=True)
     async with SessionRegistry.open(s) as reg:
