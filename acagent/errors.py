@@ -19,6 +19,7 @@
     │   ├── BodyTooLarge              a request body above the JSON body limit               code="body_too_large"
     │   └── TooManyAttachers          the per-session or total attacher cap is reached       code="too_many_attachers"
     ├── JournalError                  the journal could not be read/written (disk full, ...) code="journal_error"
+    ├── InvalidHistory                a model context breaks call/result pairing or alternation code="invalid_history"
     └── ProviderError                 the model provider failed                             code="provider_error"
         ├── ProviderHTTPError         a non-2xx answer (status_code, body, headers)
         ├── ProviderConnectionError   the endpoint could not be reached / the stream broke
@@ -44,6 +45,7 @@ __all__ = [
     "ContextOverflow",
     "CursorAhead",
     "DaemonLimit",
+    "InvalidHistory",
     "InvalidTransition",
     "JournalError",
     "ProviderConnectionError",
@@ -161,6 +163,16 @@ class JournalError(AcagentError):
 
     code = "journal_error"
     status_code = 503
+
+
+class InvalidHistory(AcagentError):
+    """Raised before a provider request whose history cannot be repaired (``acagent.messages.check_history``).
+
+    ``detail`` is ``{"index": <message index>, "problem": <what is wrong>}``.
+    """
+
+    code = "invalid_history"
+    status_code = 500
 
 
 class ProviderError(AcagentError):

@@ -11,25 +11,34 @@ A *message* is a role plus an ordered list of *parts*:
 - ``assistant``: :class:`TextPart`, :class:`ReasoningPart` and :class:`ToolCallPart` items.
 
 The system prompt is not a message; it is passed separately to the provider.
+
+:func:`check_history` is the one place that checks this shape: every provider request passes
+through it (``ModelRequest`` calls it when it is built), whoever built the messages.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
+    "INTERRUPTED_RESULT",
     "Message",
     "Part",
     "ReasoningPart",
     "TextPart",
     "ToolCallPart",
     "ToolResultPart",
+    "check_history",
     "context_digest",
 ]
+
+log = logging.getLogger("acagent.messages")
 
 
 class _Base(BaseModel):
@@ -113,3 +122,93 @@ def context_digest(system: str, messages: list[Message]) -> str:
         ).encode()
     )
     return h.hexdigest()
+
+
+INTERRUPTED_RESULT = "interrupted: no result was recorded for this call; it may or may not have taken effect"
+"""Content of the result :func:`check_history` gives a tool call that has none."""
+
+
+def _fail(index: int, problem: str) -> None:
+    from acagent.errors import InvalidHistory
+
+    raise InvalidHistory(
+        f"the model context is invalid at message {index}: {problem}",
+        detail={"index": index, "problem": problem},
+    )
+
+
+def _answer(asked: Message, reply: Message | None, index: int) -> Message:
+    """``reply`` (a user message, or None) with one result per call of ``asked``, first, in call order."""
+    calls = asked.tool_calls
+    order = {c.tool_call_id: i for i, c in enumerate(calls)}
+    parts = reply.parts if reply is not None else []
+    results = [p for p in parts if isinstance(p, ToolResultPart)]
+    for r in results:
+        if r.tool_call_id not in order:
+            _fail(index, f"tool result {r.tool_call_id!r} answers no call of the previous assistant message")
+    if len({r.tool_call_id for r in results}) != len(results):
+        _fail(index, "two tool results answer the same call")
+    answered = {r.tool_call_id for r in results}
+    missing = [
+        ToolResultPart(tool_call_id=c.tool_call_id, name=c.name, content=INTERRUPTED_RESULT, is_error=True)
+        for c in calls
+        if c.tool_call_id not in answered
+    ]
+    if missing:
+        log.warning("closing %d tool call(s) without a result before the request", len(missing))
+    ordered = sorted([*results, *missing], key=lambda r: order[r.tool_call_id])
+    others = [p for p in parts if not isinstance(p, ToolResultPart)]
+    if reply is not None and not missing and all(a is b for a, b in zip(parts, ordered, strict=False)):
+        return reply
+    return Message(role="user", parts=[*ordered, *others])
+
+
+def check_history(messages: Sequence[Message]) -> list[Message]:
+    """The history a provider may be sent: every tool call answered right after it, roles alternating.
+
+    Repairs, deterministically (the same input always gives the same output, so a recovered
+    step's request is the same): a tool call without a result gets an error result
+    (:data:`INTERRUPTED_RESULT`), in a new user message when none follows; results are moved
+    first in their user message, in the assistant's call order; two user messages in a row are
+    merged. Returns ``messages`` itself (as a list) when nothing needed repair.
+
+    Raises:
+        InvalidHistory: what no rule repairs — an empty message, two assistant messages in a row,
+            a tool result that answers no call of the previous assistant message (or answers one
+            twice), a tool call id used twice.
+    """
+    out: list[Message] = []
+    changed = False
+    seen: set[str] = set()
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        if not msg.parts:
+            _fail(i, f"an empty {msg.role} message")
+        prev = out[-1] if out else None
+        if msg.role == "assistant":
+            if prev is not None and prev.role == "assistant":
+                _fail(i, "two assistant messages in a row")
+            for call in msg.tool_calls:
+                if call.tool_call_id in seen:
+                    _fail(i, f"tool call id {call.tool_call_id!r} is used twice")
+                seen.add(call.tool_call_id)
+            out.append(msg)
+            if msg.tool_calls:
+                reply = messages[i + 1] if i + 1 < len(messages) and messages[i + 1].role == "user" else None
+                fixed = _answer(msg, reply, i + 1)
+                changed |= fixed is not reply
+                out.append(fixed)
+                i += 2 if reply is not None else 1
+                continue
+        elif prev is not None and prev.role == "user":
+            if any(isinstance(p, ToolResultPart) for p in msg.parts):
+                _fail(i, "tool results that follow no assistant message")
+            out[-1] = Message(role="user", parts=[*prev.parts, *msg.parts])
+            changed = True
+        else:
+            if any(isinstance(p, ToolResultPart) for p in msg.parts):
+                _fail(i, "tool results that follow no assistant tool call")
+            out.append(msg)
+        i += 1
+    return out if changed else list(messages)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
+from acagent._pids import pid_alive
 from acagent.cli._app import app, fail
 from acagent.errors import AcagentError
 
@@ -80,18 +81,6 @@ class DaemonState:
         return f"not running (stale daemon.json: pid {self.pid} is gone)"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, owned by someone else
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def read_daemon_state(home: Path) -> DaemonState:
     """Read ``home/daemon.json``: pid and whether it is alive, host/port or URL (never the token)."""
     path = home / "daemon.json"
@@ -112,7 +101,7 @@ def read_daemon_state(home: Path) -> DaemonState:
         path,
         present=True,
         pid=pid,
-        alive=_pid_alive(pid) if pid is not None else False,
+        alive=pid_alive(pid) if pid is not None else False,
         address=_redact_url(address) if isinstance(address, str) else None,
     )
 

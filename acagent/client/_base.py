@@ -10,9 +10,25 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+import orjson
+
 from acagent.events import Event
 
-__all__ = ["SessionClient"]
+__all__ = ["ReplayedEvent", "SessionClient"]
+
+
+class ReplayedEvent(Event):
+    """A pending ``approval.requested`` re-sent on (re)connect (F14); its seq may be ≤ ``since``."""
+
+    replay: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The envelope plus ``"replay": true``."""
+        return {**super().to_dict(), "replay": True}
+
+    def to_json_bytes(self) -> bytes:
+        """Compact JSON of :meth:`to_dict`."""
+        return orjson.dumps(self.to_dict())
 
 
 class SessionClient(Protocol):

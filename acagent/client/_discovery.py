@@ -9,11 +9,11 @@ none of it (issue 12 item 1).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from acagent import errors as E
+from acagent._pids import pid_alive
 
 __all__ = ["DaemonInfo", "DaemonUnavailable", "daemon_info", "read_token"]
 
@@ -42,26 +42,14 @@ class DaemonInfo:
         return "ws://" + self.url.split("://", 1)[1]
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
+def _runs_acagent(pid: int) -> bool:
+    """False when ``pid`` (alive) was reused by an unrelated process (its command line lacks acagent)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmdline = f.read()
-        if cmdline and b"acagent" not in cmdline:
-            return False  # the pid was reused by an unrelated process
-    except (OSError, IndexError):
-        pass
-    return True
+    except OSError:
+        return True
+    return not cmdline or b"acagent" in cmdline
 
 
 def daemon_info(home: Path) -> DaemonInfo | None:
@@ -79,7 +67,7 @@ def daemon_info(home: Path) -> DaemonInfo | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return info if _pid_alive(info.pid) else None
+    return info if pid_alive(info.pid) and _runs_acagent(info.pid) else None
 
 
 def read_token(home: Path) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from acagent.client._base import ReplayedEvent
 from acagent.errors import CursorAhead
 from acagent.events import Event
 from acagent.runner import SessionRegistry, SubscriberEvicted
@@ -56,7 +57,7 @@ class LocalSessionClient:
             )
         for event in await self.registry.journal.pending_approval_events(self.session_id):
             if event.seq <= since:
-                yield event
+                yield ReplayedEvent(**event.model_dump())
         while True:
             runner = await self.registry.get_runner(self.session_id)
             try:

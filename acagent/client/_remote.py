@@ -30,6 +30,7 @@ import httpx
 import orjson
 
 from acagent import errors as E
+from acagent.client._base import ReplayedEvent
 from acagent.client._discovery import DaemonInfo, DaemonUnavailable, daemon_info, read_token
 from acagent.client._opened import Opened
 from acagent.events import Event
@@ -49,20 +50,6 @@ __all__ = [
 ]
 
 MAX_BACKOFF_S = 10.0
-
-
-class ReplayedEvent(Event):
-    """A pending ``approval.requested`` re-sent on (re)connect (F14); its seq may be ≤ ``since``."""
-
-    replay: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        """The envelope plus ``"replay": true``."""
-        return {**super().to_dict(), "replay": True}
-
-    def to_json_bytes(self) -> bytes:
-        """Compact JSON of :meth:`to_dict`."""
-        return orjson.dumps(self.to_dict())
 
 
 _CODES: dict[str, type[E.AcagentError]] = {

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from acagent.errors import ContextOverflow, ProviderError, ProviderHTTPError
-from acagent.messages import Message, Part
+from acagent.messages import Message, Part, check_history
 
 __all__ = [
     "ModelRequest",
@@ -57,7 +57,7 @@ class ToolDefinition:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One LLM call."""
+    """One LLM call; building one checks its history (:func:`~acagent.messages.check_history`)."""
 
     system: str
     messages: list[Message]
@@ -65,6 +65,14 @@ class ModelRequest:
     request_id: str
     """Step request id, sent as the ``Idempotency-Key`` header."""
     max_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        """Check (and deterministically repair) the history: the one check before every request.
+
+        Raises:
+            InvalidHistory: a history no rule repairs (:func:`acagent.messages.check_history`).
+        """
+        object.__setattr__(self, "messages", check_history(self.messages))
 
 
 @dataclass

@@ -1,38 +1,13 @@
-"""What drives a session (the :class:`AgentRunner` protocol) and the lease holder liveness check."""
+"""What drives a session: the :class:`AgentRunner` protocol."""
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from acagent.events import Event
 
-__all__ = ["AgentRunner", "pid_is_dead"]
-
-
-def pid_is_dead(host: str | None, pid: int | None) -> bool:
-    """True if ``pid`` on this host no longer exists or is a zombie (a crashed lease holder).
-
-    Another host's pid, pid 0/None and this process's own pid are never "dead" (unknowable, or
-    alive). A pid this user may not signal (``EPERM``) exists.
-    """
-    if host != socket.gethostname() or not pid:
-        return False
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:  # a zombie is dead too
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+__all__ = ["AgentRunner"]
 
 
 class AgentRunner(Protocol):

@@ -21,9 +21,9 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
+from acagent._pids import pid_is_dead
 from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, UserError
 from acagent.providers._base import Provider
-from acagent.runner._protocol import pid_is_dead
 from acagent.runner._runner import InProcessRunner
 from acagent.runner._sdk import prewarm
 from acagent.runner._transcripts import TranscriptKeeper

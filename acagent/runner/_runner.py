@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio
 
+from acagent._pids import pid_is_dead
 from acagent.errors import (
     AcagentError,
     InvalidTransition,
@@ -47,7 +48,7 @@ from acagent.providers._base import ToolDefinition
 from acagent.runner._budget import budget_for
 from acagent.runner._ending import fail_turn, halt_error
 from acagent.runner._loop import AgenticLoop, TurnEnded
-from acagent.runner._protocol import AgentRunner, pid_is_dead
+from acagent.runner._protocol import AgentRunner
 from acagent.runner._session import SessionPorts
 from acagent.runner._turn import Turn
 from acagent.runner._window import RequestEstimator, bytes_to_tokens

@@ -135,13 +135,7 @@ class SessionPorts:
         row = await self.journal.get_session(self.session_id)
         data = row.to_public()
         data["pending_approvals"] = [
-            {
-                "tool_call_id": r.tool_call_id,
-                "name": r.name,
-                "arguments": json.loads(r.arguments),
-                "turn_id": r.turn_id,
-            }
-            for r in await self.journal.pending_approvals(self.session_id)
+            r.approval_view() for r in await self.journal.pending_approvals(self.session_id)
         ]
         data["busy"] = self.is_busy
         data["subscribers"] = len(self.bus.subscribers)

@@ -14,9 +14,9 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
+from acagent._pids import pid_is_dead
 from acagent.errors import AcagentError
 from acagent.events import make_payload
-from acagent.runner._protocol import pid_is_dead
 from acagent.runner._runner import InProcessRunner
 from acagent.settings import Settings
 from acagent.store import Journal, SessionRow

@@ -2,7 +2,7 @@
 
 One process serves every session of an ``ACAGENT_HOME`` to many clients through the same
 :class:`~acagent.runner.SessionRegistry`, runner, bus and journal that ``acagent chat`` uses in
-process. :mod:`acagent.client` is the other side: discovery (``daemon.json``) and a
+process. :mod:`acagent.client` (import it from there) is the other side: discovery (``daemon.json``) and a
 :class:`~acagent.client.SessionClient` over HTTP + WebSocket. See ``docs/daemon.md``.
 
 Names load on first access, so ``acagent run`` looking for a daemon does not import FastAPI.
@@ -14,28 +14,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from acagent.client import DaemonInfo, RemoteSessionClient, daemon_info, open_remote
     from acagent.server._app import DaemonStopping, create_app
     from acagent.server._daemon import DaemonRunning, ServeOptions, ensure_token, serve
     from acagent.server._security import Guard, GuardConfig, check_host, check_origin
     from acagent.server._state import DaemonState, StreamOptions
 
 __all__ = [
-    "DaemonInfo",
     "DaemonRunning",
     "DaemonState",
     "DaemonStopping",
     "Guard",
     "GuardConfig",
-    "RemoteSessionClient",
     "ServeOptions",
     "StreamOptions",
     "check_host",
     "check_origin",
     "create_app",
-    "daemon_info",
     "ensure_token",
-    "open_remote",
     "serve",
 ]
 
@@ -52,10 +47,6 @@ _LAZY = {
     "check_origin": "_security",
     "DaemonState": "_state",
     "StreamOptions": "_state",
-    "DaemonInfo": "client",
-    "RemoteSessionClient": "client",
-    "daemon_info": "client",
-    "open_remote": "client",
 }
 
 

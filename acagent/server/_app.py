@@ -235,17 +235,9 @@ async def _pending_by_session(
     state: DaemonState, session_id: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Pending approvals of every session (or one) in one query (:meth:`Journal.pending_approvals`)."""
-    import orjson
-
     out: dict[str, list[dict[str, Any]]] = {}
     for row in await state.journal.pending_approvals(session_id):
-        try:
-            args = orjson.loads(row.arguments)
-        except orjson.JSONDecodeError:
-            args = row.arguments
-        out.setdefault(row.session_id, []).append(
-            {"tool_call_id": row.tool_call_id, "name": row.name, "arguments": args, "turn_id": row.turn_id}
-        )
+        out.setdefault(row.session_id, []).append(row.approval_view())
     return out
 
 

@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
 import orjson
 
-__all__ = ["Lease", "SessionRow", "StepRow", "ToolCallRow", "new_session_id"]
+from acagent.events import Event
+
+__all__ = [
+    "PENDING_APPROVAL",
+    "Lease",
+    "SessionRow",
+    "StepRow",
+    "ToolCallRow",
+    "latest_requests",
+    "new_session_id",
+]
 
 
 def new_session_id() -> str:
@@ -125,6 +136,45 @@ class ToolCallRow:
     def terminal(self) -> bool:
         """True once the call is done or failed (terminal rows never change)."""
         return self.status in ("done", "failed")
+
+    @property
+    def pending_approval(self) -> bool:
+        """True while the call waits for the user's decision (the SQL twin: :data:`PENDING_APPROVAL`)."""
+        return self.approval == "pending" and self.status == "waiting_user"
+
+    def approval_view(self) -> dict[str, Any]:
+        """The pending approval as clients see it (snapshot, ``GET /v1/sessions``, ``sessions show``):
+        ``{tool_call_id, name, arguments, turn_id}``; ``arguments`` is the decoded object, or the raw
+        text when it is not JSON (a model may send broken arguments)."""
+        try:
+            arguments: Any = orjson.loads(self.arguments)
+        except orjson.JSONDecodeError:
+            arguments = self.arguments
+        return {
+            "tool_call_id": self.tool_call_id,
+            "name": self.name,
+            "arguments": arguments,
+            "turn_id": self.turn_id,
+        }
+
+
+PENDING_APPROVAL = "approval = 'pending' AND status = 'waiting_user'"
+"""The one definition of a pending approval, as SQL over ``tool_call`` (every backend uses it)."""
+
+
+def latest_requests(pending: set[str], requests: Iterable[Event]) -> list[Event]:
+    """The latest ``approval.requested`` event of each tool call in ``pending``, ascending seq (F14).
+
+    Args:
+        pending: ids of the pending tool calls (:data:`PENDING_APPROVAL`).
+        requests: the session's ``approval.requested`` events, ascending seq.
+    """
+    latest: dict[str, Event] = {}
+    for event in requests:
+        tcid = event.payload.get("tool_call_id")
+        if tcid in pending:
+            latest[tcid] = event
+    return sorted(latest.values(), key=lambda e: e.seq)
 
 
 SESSION_COLS = tuple(f.name for f in fields(SessionRow))

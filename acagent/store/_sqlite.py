@@ -32,7 +32,7 @@ from acagent.store._migrations import migrate
 from acagent.store._numbering import LAST_MESSAGE_CHARS, commit_order, number_events
 from acagent.store._ops import Op
 from acagent.store._protocol import ImportedSession
-from acagent.store._rows import TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
+from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
 from acagent.store._sqlite_lease import HOSTNAME, SqliteLeases, transaction
 from acagent.store._sqlite_ops import TxContext, apply_op
 from acagent.store._sqlite_read import SqliteReads
@@ -328,7 +328,7 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
         def tx(db: sqlite3.Connection) -> Any:
             cur = db.execute(
                 "UPDATE tool_call SET approval = ?, approval_note = ?"
-                " WHERE session_id = ? AND tool_call_id = ? AND approval = 'pending' AND status = 'waiting_user'",
+                f" WHERE session_id = ? AND tool_call_id = ? AND {PENDING_APPROVAL}",
                 (decision, note, session_id, tool_call_id),
             )
             row = db.execute(

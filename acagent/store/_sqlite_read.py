@@ -16,7 +16,16 @@ import orjson
 from acagent.errors import SessionNotFound
 from acagent.events import Event
 from acagent.store._ops import CONTEXT_TYPES
-from acagent.store._rows import SESSION_COLS, STEP_COLS, TOOL_COLS, SessionRow, StepRow, ToolCallRow
+from acagent.store._rows import (
+    PENDING_APPROVAL,
+    SESSION_COLS,
+    STEP_COLS,
+    TOOL_COLS,
+    SessionRow,
+    StepRow,
+    ToolCallRow,
+    latest_requests,
+)
 
 __all__ = ["SqliteReads"]
 
@@ -24,7 +33,6 @@ T = TypeVar("T")
 _SESSION = ", ".join(SESSION_COLS)
 _STEP = ", ".join(STEP_COLS)
 _TOOL = ", ".join(TOOL_COLS)
-_PENDING = "approval = 'pending' AND status = 'waiting_user'"
 
 
 def _events(session_id: str, rows: list[Any]) -> list[Event]:
@@ -231,9 +239,11 @@ class SqliteReads:
 
         def q(db: sqlite3.Connection) -> Any:
             if session_id is None:
-                return db.execute(f"SELECT {_TOOL} FROM tool_call WHERE {_PENDING} ORDER BY rowid").fetchall()
+                return db.execute(
+                    f"SELECT {_TOOL} FROM tool_call WHERE {PENDING_APPROVAL} ORDER BY rowid"
+                ).fetchall()
             return db.execute(
-                f"SELECT {_TOOL} FROM tool_call WHERE session_id = ? AND {_PENDING} ORDER BY rowid",
+                f"SELECT {_TOOL} FROM tool_call WHERE session_id = ? AND {PENDING_APPROVAL} ORDER BY rowid",
                 (session_id,),
             ).fetchall()
 
@@ -255,9 +265,4 @@ class SqliteReads:
                 (session_id,),
             ).fetchall()
 
-        latest: dict[str, Event] = {}
-        for event in _events(session_id, await self._run(q, read=True)):
-            tcid = event.payload.get("tool_call_id")
-            if tcid in pending:
-                latest[tcid] = event
-        return sorted(latest.values(), key=lambda e: e.seq)
+        return latest_requests(pending, _events(session_id, await self._run(q, read=True)))

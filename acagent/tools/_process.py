@@ -35,6 +35,8 @@ from pathlib import Path
 
 import anyio
 
+from acagent._pids import pid_alive
+
 __all__ = [
     "SPAWN_MARKER_VAR",
     "group_members",
@@ -65,22 +67,6 @@ def _stat_fields(pid: int) -> tuple[str, int] | None:
         return rest[0].decode(), int(rest[2])
     except (IndexError, ValueError):
         return None
-
-
-def pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    fields = _stat_fields(pid)
-    if fields is not None:
-        return fields[0] not in ("Z", "X")
-    if Path("/proc/self/stat").exists():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def group_members(pgid: int) -> list[int]:

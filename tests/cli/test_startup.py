@@ -111,7 +111,7 @@ def test_one_shot_run_imports_only_what_it_uses(tmp_path: Path, mock: MockProvid
         "websockets",
         "starlette",
         "prompt_toolkit",
-        "acagent.server.client",
+        "acagent.client._remote",
     }
     assert not mods & unused, mods & unused
     mock.script(TextReply("hello"))

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from acagent.client._discovery import daemon_info
+from acagent.client._remote import error_from_envelope
 from acagent.errors import ApprovalNotFound, ConcurrencyCap, SessionBusy, SessionNotFound
-from acagent.server.client import daemon_info, error_from_envelope
 from tests.mockprovider import MockProvider
 from tests.server.conftest import ACAGENT, daemon_env, wait_for
 

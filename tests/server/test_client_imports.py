@@ -17,7 +17,7 @@ import sys
 from acagent.cli._common import _daemon_client_factory, build_settings
 settings = build_settings()
 print(_daemon_client_factory(settings) is None)
-print(sorted(m for m in ("httpx", "websockets", "acagent.client._remote", "acagent.server.client") if m in sys.modules))
+print(sorted(m for m in ("httpx", "websockets", "acagent.client._remote") if m in sys.modules))
 """
 
 

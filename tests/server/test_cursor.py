@@ -172,3 +172,31 @@ async def test_in_process_client_cursor_ahead(tmp_path: Path) -> None:
             async for _ in client.events(row.last_seq + 1):
                 pass
         assert info.value.detail == {"since": row.last_seq + 1, "last_seq": row.last_seq}
+
+
+async def test_in_process_client_marks_re_sent_approvals_as_replays(tmp_path: Path) -> None:
+    """The in-process client re-sends a pending approval at or below ``since`` as the daemon does:
+    marked ``replay`` (F14), so a front end can tell it from a new request."""
+    from acagent.client import LocalSessionClient
+    from acagent.runner import SessionRegistry
+    from acagent.settings import Settings
+    from acagent.store import InsertToolCall
+
+    settings = Settings(home=tmp_path / "home")
+    async with SessionRegistry.open(settings) as registry:
+        row = await registry.create_session(tmp_path, model="openai:mock")
+        lease = await registry.journal.acquire_lease(row.id, "test", ttl_s=30)
+        op = InsertToolCall(
+            "c1", "t", "s", 0, "shell", {}, idempotent=False, status="waiting_user", approval="pending"
+        )
+        (request,) = await registry.journal.commit(
+            row.id, [("approval.requested", {"tool_call_id": "c1", "name": "shell"})], lease=lease, ops=[op]
+        )
+        await registry.journal.release_lease(row.id, lease)
+        client = LocalSessionClient(registry, row.id)
+        with anyio.fail_after(5):
+            async for event in client.events(request.seq):
+                first = event
+                break
+        assert first.seq == request.seq and first.to_dict()["replay"] is True
+        assert first.to_dict() == {**request.to_dict(), "replay": True}

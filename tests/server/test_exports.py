@@ -16,7 +16,7 @@ def test_client_import_does_not_load_fastapi() -> None:
     import subprocess
     import sys
 
-    code = "import sys, acagent.server.client; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
+    code = "import sys, acagent.client._remote; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import websockets
 
-from acagent.server.client import DaemonInfo, RemoteSessionClient
+from acagent.client import DaemonInfo, RemoteSessionClient
 from tests.server.conftest import ACAGENT, Daemon, wait_for
 from tests.server.proxy import CutProxy
 

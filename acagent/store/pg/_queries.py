@@ -11,6 +11,7 @@ import orjson
 from acagent.errors import ApprovalNotFound
 from acagent.events import Event
 from acagent.store import StepRow, ToolCallRow
+from acagent.store._rows import PENDING_APPROVAL, latest_requests
 
 __all__ = ["QueryMixin"]
 
@@ -73,7 +74,7 @@ class QueryMixin:
         """
         changed = await self._fetch(
             f"UPDATE tool_call SET approval = $3, approval_note = $4 WHERE session_id = $1 AND tool_call_id = $2"
-            f" AND approval = 'pending' AND status = 'waiting_user' RETURNING {_TOOL_COLS}",
+            f" AND {PENDING_APPROVAL} RETURNING {_TOOL_COLS}",
             session_id,
             tool_call_id,
             decision,
@@ -101,7 +102,7 @@ class QueryMixin:
         The one definition of "pending" (:meth:`Journal.pending_approvals <acagent.store.Journal.pending_approvals>`).
         """
         rows = await self._fetch(
-            f"SELECT {_TOOL_COLS} FROM tool_call WHERE approval = 'pending' AND status = 'waiting_user'"
+            f"SELECT {_TOOL_COLS} FROM tool_call WHERE {PENDING_APPROVAL}"
             " AND ($1::text IS NULL OR session_id = $1) ORDER BY rowid",
             session_id,
         )
@@ -117,11 +118,10 @@ class QueryMixin:
             " ORDER BY seq",
             session_id,
         )
-        latest: dict[str, Event] = {}
-        for seq, ts, typ, payload in rows:
-            data = orjson.loads(payload)
-            if data.get("tool_call_id") in pending:
-                latest[data["tool_call_id"]] = Event(
-                    seq=seq, ts=ts, session_id=session_id, type=typ, payload=data
-                )
-        return sorted(latest.values(), key=lambda e: e.seq)
+        return latest_requests(
+            pending,
+            (
+                Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=orjson.loads(payload))
+                for seq, ts, typ, payload in rows
+            ),
+        )

@@ -149,7 +149,9 @@ async def test_pending_approvals_one_definition(journal: Journal, h) -> None:
         row.id, [("approval.requested", {"tool_call_id": "c1", "name": "shell", "again": 1})], lease=lease
     )
     other, _ = await _pending_call(journal, h, "c9")
-    assert [r.tool_call_id for r in await journal.pending_approvals(row.id)] == ["c1"]
+    assert [r.approval_view() for r in await journal.pending_approvals(row.id)] == [
+        {"tool_call_id": "c1", "name": "shell", "arguments": {}, "turn_id": "t"}
+    ]
     assert {(r.session_id, r.tool_call_id) for r in await journal.pending_approvals()} >= {
         (row.id, "c1"),
         (other.id, "c9"),

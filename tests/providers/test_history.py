@@ -1,0 +1,100 @@
+"""The one history check before every provider request (``acagent.messages.check_history``).
+
+Repairs are deterministic; what no rule repairs fails with :class:`InvalidHistory` before any
+byte is sent. The strict mock provider is the referee: a repaired history is accepted by it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from acagent.errors import InvalidHistory
+from acagent.messages import (
+    INTERRUPTED_RESULT,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    check_history,
+)
+from tests.mockprovider import MockProvider, TextReply
+from tests.providers.helpers import collect, make_request, user
+
+pytestmark = pytest.mark.anyio
+
+
+def asks(*ids: str, text: str = "") -> Message:
+    parts: list[object] = [TextPart(text=text)] if text else []
+    parts += [ToolCallPart(tool_call_id=i, name="shell", arguments={"command": "true"}) for i in ids]
+    return Message(role="assistant", parts=parts)  # type: ignore[arg-type]
+
+
+def result(i: str, content: str = "ok") -> ToolResultPart:
+    return ToolResultPart(tool_call_id=i, name="shell", content=content)
+
+
+def test_a_valid_history_is_returned_unchanged() -> None:
+    history = [
+        user("hi"),
+        asks("a", "b"),
+        Message(role="user", parts=[result("a"), result("b")]),
+        asks(text="x"),
+    ]
+    history[-1] = Message(role="assistant", parts=[TextPart(text="done")])
+    history.append(user("again"))
+    checked = check_history(history)
+    assert checked == history and all(a is b for a, b in zip(checked, history, strict=True))
+
+
+def test_an_orphan_call_is_closed_with_an_interrupted_result() -> None:
+    """In call order, before the user's text; a call at the very end gets a user message of its own."""
+    history = [user("hi"), asks("a", "b"), Message(role="user", parts=[TextPart(text="next"), result("a")])]
+    fixed = check_history(history)
+    parts = fixed[2].parts
+    assert [type(p).__name__ for p in parts] == ["ToolResultPart", "ToolResultPart", "TextPart"]
+    assert [p.tool_call_id for p in parts[:2]] == ["a", "b"]  # type: ignore[union-attr]
+    assert parts[1].is_error and parts[1].content == INTERRUPTED_RESULT  # type: ignore[union-attr]
+    tail = check_history([user("hi"), asks("c")])
+    assert tail[-1].role == "user" and tail[-1].parts[0].tool_call_id == "c"  # type: ignore[union-attr]
+    assert check_history(history) == fixed  # deterministic
+
+
+def test_two_user_messages_are_merged() -> None:
+    assert check_history([user("a"), user("b")]) == [
+        Message(role="user", parts=[TextPart(text="a"), TextPart(text="b")])
+    ]
+
+
+@pytest.mark.parametrize(
+    ("history", "problem"),
+    [
+        (
+            [user("hi"), asks(text="a"), Message(role="assistant", parts=[TextPart(text="b")])],
+            "two assistant",
+        ),
+        ([user("hi"), asks("a"), Message(role="user", parts=[result("zzz")])], "answers no call"),
+        ([user("hi"), asks("a"), Message(role="user", parts=[result("a"), result("a")])], "same call"),
+        ([Message(role="user", parts=[result("a")])], "follow no assistant"),
+        ([user("hi"), asks("a"), Message(role="user", parts=[result("a")]), asks("a")], "used twice"),
+        ([Message(role="user", parts=[])], "empty"),
+    ],
+)
+def test_what_no_rule_repairs_fails_clearly(history: list[Message], problem: str) -> None:
+    with pytest.raises(InvalidHistory, match=problem) as info:
+        make_request(history)
+    assert info.value.code == "invalid_history"
+    assert "the model context is invalid at message" in info.value.message
+
+
+async def test_the_strict_mock_accepts_a_repaired_request(
+    mock: MockProvider, openai_provider: object
+) -> None:
+    """Built through ``ModelRequest`` (as every provider request is), an orphan call reaches the
+    wire closed; the mock — which rejects an unanswered call — answers 200."""
+    mock.script(TextReply("fine"))
+    request = make_request([user("hi"), asks("call_A", text="running"), user("what now?")])
+    _, response = await collect(openai_provider, request)
+    assert response.message.text == "fine"
+    sent = [m for m in mock.requests[-1].json["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[2]["tool_call_id"] == "call_A" and "interrupted" in sent[2]["content"]
