@@ -46,13 +46,16 @@ class Timing(BaseModel):
     llm_timeout_s: float = 300.0
     """Maximum duration of one LLM call (connect to last byte)."""
     llm_idle_timeout_s: float = 120.0
-    """Maximum silence between two stream chunks (stall detection); must be < reclaim_idle_s."""
-    reclaim_idle_s: float = 330.0
-    """A step inflight this long without a live owner is reclaimed; must be > llm_timeout_s."""
+    """Maximum silence between two stream chunks (stall detection); must be < llm_timeout_s.
+
+    (A step inflight without a live owner is reclaimed through the session lease: when it expires
+    after ``lease_ttl_s`` without renewal, or at once when the holder's pid is dead.)"""
     tool_timeout_s: float = 600.0
     """Default shell tool timeout."""
     tool_redelivery_idle_s: float = 630.0
-    """A running tool call whose run lease is this old is considered dead; must be > tool_timeout_s."""
+    """The run lease of a tool call (``tool_call.run_expires_at`` = start + this): recovery trusts
+    the recorded process group only until it expires (afterwards the pgid may have been reused, and
+    only the spawn marker identifies the call's processes); must be > tool_timeout_s."""
     tool_kill_grace_s: float = 2.0
     """Grace period between SIGTERM and SIGKILL of a tool's process group."""
     step_max_attempts: int = 3
@@ -73,9 +76,8 @@ class Timing(BaseModel):
         """
         rules = [
             (self.lease_renew_s < self.lease_ttl_s / 2, "lease_renew_s < lease_ttl_s / 2"),
-            (self.reclaim_idle_s > self.llm_timeout_s, "reclaim_idle_s > llm_timeout_s"),
             (self.tool_redelivery_idle_s > self.tool_timeout_s, "tool_redelivery_idle_s > tool_timeout_s"),
-            (self.llm_idle_timeout_s < self.reclaim_idle_s, "llm_idle_timeout_s < reclaim_idle_s"),
+            (self.llm_idle_timeout_s < self.llm_timeout_s, "llm_idle_timeout_s < llm_timeout_s"),
             (self.step_max_attempts >= 1, "step_max_attempts >= 1"),
             (self.busy_timeout_ms >= 5000, "busy_timeout_ms >= 5000"),
         ]

@@ -302,7 +302,7 @@ class SessionRegistry(TranscriptKeeper):
             for call in await self.journal.tool_calls(row.id, open_only=True):
                 if call.status == "running":  # recorded group or not: the spawn marker finds it (F45)
                     grace = self.settings.timing.tool_kill_grace_s
-                    killed += await kill_call_processes(row.id, call.tool_call_id, call.pid, grace)
+                    killed += await kill_call_processes(row.id, call.tool_call_id, call.trusted_pgid(), grace)
         return killed
 
     async def recover(self) -> list[str]:

@@ -77,8 +77,11 @@ class ToolExecutor:
         """
         timing = turn.settings.timing
         if row.status == "running":
-            # the recorded group, and any process carrying the call's spawn marker (F45)
-            await kill_call_processes(turn.session_id, row.tool_call_id, row.pid, timing.tool_kill_grace_s)
+            # the recorded group (while the run lease holds), and every process carrying the call's
+            # spawn marker (F45)
+            await kill_call_processes(
+                turn.session_id, row.tool_call_id, row.trusted_pgid(), timing.tool_kill_grace_s
+            )
             if not row.idempotent:
                 await self._finish(turn, turn_id, row, ToolResult(INTERRUPTED_BY_CRASH, status="interrupted"))
                 return None

@@ -137,6 +137,18 @@ class ToolCallRow:
         """True once the call is done or failed (terminal rows never change)."""
         return self.status in ("done", "failed")
 
+    def trusted_pgid(self, now: float | None = None) -> int | None:
+        """The recorded process group while the call's run lease holds (``run_expires_at`` in the
+        future, or unknown), else None.
+
+        The lease outlasts any run of the tool (``tool_redelivery_idle_s`` > ``tool_timeout_s``);
+        past it the pgid may have been reused by an unrelated group, so recovery kills only what
+        carries the call's spawn marker (``acagent.tools.kill_call_processes``).
+        """
+        if self.pid is None or self.run_expires_at is None:
+            return self.pid
+        return self.pid if (time.time() if now is None else now) < self.run_expires_at else None
+
     @property
     def pending_approval(self) -> bool:
         """True while the call waits for the user's decision (the SQL twin: :data:`PENDING_APPROVAL`)."""

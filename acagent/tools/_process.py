@@ -22,9 +22,9 @@ process whose initial environment (``/proc/<pid>/environ``) carries the marker, 
 process group. Covered: a crash at any instant around the spawn (the marker is in the environment
 ``execve`` receives, so the process never runs without it). Not covered: a descendant that both
 leaves the group (``setsid``) and execs with a cleared environment (``env -i``) — deliberate
-detachment, out of scope as above. Caveat: after a crash the pgid may in theory
-have been reused by an unrelated group; recovery should only call it for groups recorded by a
-run lease that expired recently.
+detachment, out of scope as above. After a crash the pgid may have been reused by an unrelated
+group: recovery passes the recorded group only while the call's run lease holds
+(``ToolCallRow.trusted_pgid``), and relies on the marker alone afterwards.
 """
 
 from __future__ import annotations

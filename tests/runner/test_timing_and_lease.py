@@ -19,9 +19,8 @@ pytestmark = pytest.mark.anyio
     ("field", "value", "relation"),
     [
         ("lease_renew_s", 20.0, "lease_renew_s < lease_ttl_s / 2"),
-        ("reclaim_idle_s", 100.0, "reclaim_idle_s > llm_timeout_s"),
         ("tool_redelivery_idle_s", 10.0, "tool_redelivery_idle_s > tool_timeout_s"),
-        ("llm_idle_timeout_s", 400.0, "llm_idle_timeout_s < reclaim_idle_s"),
+        ("llm_idle_timeout_s", 400.0, "llm_idle_timeout_s < llm_timeout_s"),
         ("busy_timeout_ms", 100, "busy_timeout_ms >= 5000"),
     ],
 )
