@@ -170,10 +170,11 @@ def check_history(messages: Sequence[Message]) -> list[Message]:
     step's request is the same): a tool call without a result gets an error result
     (:data:`INTERRUPTED_RESULT`), in a new user message when none follows; results are moved
     first in their user message, in the assistant's call order; two user messages in a row are
-    merged. Returns ``messages`` itself (as a list) when nothing needed repair.
+    merged; a message with no parts, or only empty text, is dropped (F02). Returns ``messages``
+    itself (as a list) when nothing needed repair.
 
     Raises:
-        InvalidHistory: what no rule repairs — an empty message, two assistant messages in a row,
+        InvalidHistory: what no rule repairs — two (non-empty) assistant messages in a row,
             a tool result that answers no call of the previous assistant message (or answers one
             twice), a tool call id used twice.
     """
@@ -183,8 +184,10 @@ def check_history(messages: Sequence[Message]) -> list[Message]:
     i = 0
     while i < len(messages):
         msg = messages[i]
-        if not msg.parts:
-            _fail(i, f"an empty {msg.role} message")
+        if all(isinstance(p, TextPart) and not p.text for p in msg.parts):
+            changed = True  # nothing was streamed (F02): never an empty message
+            i += 1
+            continue
         prev = out[-1] if out else None
         if msg.role == "assistant":
             if prev is not None and prev.role == "assistant":

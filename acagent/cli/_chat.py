@@ -501,7 +501,7 @@ def _quiet_input() -> Any:
         saved = termios.tcgetattr(sys.stdin.fileno())
     except (termios.error, OSError, ValueError):
         return None
-    quiet = [list(x) if isinstance(x, list) else x for x in saved]
+    quiet: list[Any] = [list(x) if isinstance(x, list) else x for x in saved]
     quiet[0] &= ~termios.ICRNL
     quiet[3] &= ~(termios.ECHO | termios.ICANON)
     quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0

@@ -82,15 +82,17 @@ def run_command(
 
 async def _set_session_cap(settings: Any, client: Any, session_id: str, max_usd: float) -> None:
     """``--max-usd``: store the session's own ``session_usd`` cap (docs/limits.md)."""
+    from acagent.store._usage import caps_store
+
     registry = getattr(client, "registry", None)
     if registry is not None:
-        await registry.journal.set_session_limits(session_id, {"session_usd": max_usd})
+        await caps_store(registry.journal).set_session_limits(session_id, {"session_usd": max_usd})
         return
     from acagent.store._select import open_journal  # a daemon drives the session: same journal
 
     journal = await open_journal(settings)
     try:
-        await journal.set_session_limits(session_id, {"session_usd": max_usd})
+        await caps_store(journal).set_session_limits(session_id, {"session_usd": max_usd})
     finally:
         await journal.aclose()
 

@@ -174,7 +174,7 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
     """
     settings = build_settings()
     out = sys.stdout.buffer
-    done = {"id": session_id, "events": 0}
+    done: dict[str, Any] = {"id": session_id, "events": 0}
 
     async def go(journal: Any) -> None:
         row = await journal.find_session(session_id)

@@ -10,6 +10,7 @@ process (a fresh client and history view). ``/compact`` calls the client's or ru
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,7 +167,12 @@ async def _list(chat: Any) -> list[dict[str, Any]]:
     return list(rows)[:20]
 
 
-async def _sessions(chat: Any, arg: str) -> list[dict[str, Any]]:
+async def _sessions(chat: Any, arg: str) -> None:
+    await _show_sessions(chat)
+
+
+async def _show_sessions(chat: Any) -> list[dict[str, Any]]:
+    """Print this directory's sessions (numbered, ``*`` = this one) and return them."""
     from rich.text import Text
 
     rows = await _list(chat)
@@ -184,7 +190,7 @@ async def _sessions(chat: Any, arg: str) -> list[dict[str, Any]]:
 async def _resume(chat: Any, arg: str) -> str | None:
     rows = await _list(chat)
     if not arg:
-        await _sessions(chat, "")
+        await _show_sessions(chat)
         try:
             arg = (
                 await chat._prompt([("ansicyan bold", "resume which (number or id)› ")], history=False) or ""
@@ -210,7 +216,7 @@ async def _new(chat: Any, arg: str) -> str:
     return "exit"
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[Any, str], Awaitable[str | None]]] = {
     "/help": _help,
     "/id": _id,
     "/model": _model,

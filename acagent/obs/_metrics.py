@@ -64,7 +64,7 @@ class PrometheusRecorder(NullRecorder):
     def __init__(self) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
-        disable_created_metrics()  # the *_created series double the output and no dashboard reads them
+        disable_created_metrics()  # type: ignore[no-untyped-call] # the *_created series double the output and no dashboard reads them
 
         r = self.registry = CollectorRegistry(auto_describe=True)
         self._llm = Counter(

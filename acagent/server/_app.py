@@ -31,6 +31,7 @@ from acagent.server._sse import sse_endpoint
 from acagent.server._state import DaemonState, hibernate
 from acagent.server._streams import MAX_SEQ, attach_websocket
 from acagent.store import RESTING
+from acagent.store._usage import caps_store
 
 __all__ = ["DaemonStopping", "create_app"]
 
@@ -334,8 +335,8 @@ def create_app(state: DaemonState) -> FastAPI:
     )
     app.state.daemon = state
     # Starlette runs the last added middleware first: Guard, then the body limit, then routing.
-    app.add_middleware(BodyLimit, limit=state.limits.max_body_bytes)  # type: ignore[arg-type]
-    app.add_middleware(Guard, config=state.guard)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, limit=state.limits.max_body_bytes)
+    app.add_middleware(Guard, config=state.guard)
     page = _page_html()
 
     # ------------------------------------------------------------------ errors
@@ -382,7 +383,7 @@ def create_app(state: DaemonState) -> FastAPI:
             return
         raise StarletteHTTPException(404)
 
-    app.router.default = _not_found  # type: ignore[method-assign]
+    app.router.default = _not_found
     add_metrics_route(app, state)
     add_compact_route(app, state)
 
@@ -429,7 +430,7 @@ def create_app(state: DaemonState) -> FastAPI:
         own = check_session_limits(body.limits)
         row = await state.registry.create_session(body.cwd, model=model, title=body.title)
         if own:
-            await state.journal.set_session_limits(row.id, own)
+            await caps_store(state.journal).set_session_limits(row.id, own)
         return _session_out(state, row, {})
 
     @app.get("/v1/sessions", response_model=list[SessionOut], responses=ERRORS, tags=["sessions"])

@@ -206,7 +206,7 @@ def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
         _head_timer: Any = None
         _client_key = ""
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._client_key = str(self.client[0]) if self.client else ""
             if not tracker.admit(self._client_key, transport):
@@ -232,7 +232,8 @@ def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
 
         def _head_timeout(self) -> None:
             self._head_timer = None
-            if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            transport: Any = self.transport  # uvicorn's stubs make is_closing() look always false
+            if transport.is_closing() or transport.get_protocol() is not self:
                 return  # closed, or upgraded to a WebSocket
             if self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
                 self.transport.write(header_timeout_response(limits))

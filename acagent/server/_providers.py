@@ -58,7 +58,7 @@ class SharedProviders:
             provider = self._providers.get(model_id)
             if provider is None:
                 provider = self._providers[model_id] = self._create(model_id)
-        return _Handle(provider)  # type: ignore[return-value]
+        return _Handle(provider)
 
     async def aclose(self) -> None:
         """Close every real provider."""

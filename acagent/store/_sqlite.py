@@ -124,9 +124,9 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
         ``acagent/store`` runs SQL.
         """
         conn = self._r if read else self._w
-        raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]  # see docstring
+        raw: sqlite3.Connection = conn._conn  # see docstring
         try:
-            return await conn._execute(fn, raw)  # type: ignore[attr-defined, no-any-return]  # see docstring
+            return await conn._execute(fn, raw)  # type: ignore[no-untyped-call, no-any-return]  # see docstring
         except sqlite3.Error as exc:
             raise _map_errors(exc) from exc
 

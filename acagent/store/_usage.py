@@ -14,19 +14,47 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 __all__ = [
+    "CapsStore",
     "RecordUsage",
     "UsageQueries",
     "UsageTotals",
+    "caps_store",
     "local_day",
     "m003_usage",
     "query_totals",
     "query_usage_report",
 ]
+
+
+@runtime_checkable
+class CapsStore(Protocol):
+    """A journal that keeps per-session caps (:class:`UsageQueries`; not every backend does yet)."""
+
+    async def session_limits(self, session_id: str) -> dict[str, Any]:
+        """The session's own caps (``{}`` when it has none)."""
+        ...
+
+    async def set_session_limits(self, session_id: str, limits: dict[str, Any]) -> None:
+        """Store the session's own caps (replacing earlier ones; ``{}`` clears them)."""
+        ...
+
+
+def caps_store(journal: object) -> CapsStore:
+    """``journal`` as a :class:`CapsStore`.
+
+    Raises:
+        JournalError: the backend keeps no per-session caps (one line for the user, no traceback).
+    """
+    if isinstance(journal, CapsStore):
+        return journal
+    from acagent.errors import JournalError
+
+    raise JournalError(f"this journal ({type(journal).__name__}) does not keep per-session caps")
 
 
 def local_day(ts: float | None = None) -> str:

@@ -59,6 +59,13 @@ def test_an_orphan_call_is_closed_with_an_interrupted_result() -> None:
     assert check_history(history) == fixed  # deterministic
 
 
+def test_empty_messages_are_dropped() -> None:
+    """Nothing streamed (F02): the empty assistant message goes, the users around it merge."""
+    history = [user("a"), Message(role="assistant", parts=[]), asks(text=""), user("b")]
+    history[2] = Message(role="assistant", parts=[TextPart(text="")])
+    assert check_history(history) == [Message(role="user", parts=[TextPart(text="a"), TextPart(text="b")])]
+
+
 def test_two_user_messages_are_merged() -> None:
     assert check_history([user("a"), user("b")]) == [
         Message(role="user", parts=[TextPart(text="a"), TextPart(text="b")])
@@ -76,7 +83,6 @@ def test_two_user_messages_are_merged() -> None:
         ([user("hi"), asks("a"), Message(role="user", parts=[result("a"), result("a")])], "same call"),
         ([Message(role="user", parts=[result("a")])], "follow no assistant"),
         ([user("hi"), asks("a"), Message(role="user", parts=[result("a")]), asks("a")], "used twice"),
-        ([Message(role="user", parts=[])], "empty"),
     ],
 )
 def test_what_no_rule_repairs_fails_clearly(history: list[Message], problem: str) -> None:
