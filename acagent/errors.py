@@ -7,6 +7,7 @@
     │   ├── ConfigError               settings or config file invalid              code="config_error"
     │   ├── SessionNotFound           unknown session id                           code="session_not_found"
     │   ├── ApprovalNotFound          unknown or already-resolved approval         code="approval_not_found"
+    │   ├── DaemonRunning             a live daemon already serves this home       code="daemon_running"
     │   └── TranscriptError           a transcript line is corrupt (names the line) code="transcript_corrupt"
     ├── SessionBusy                   a turn already runs / another process holds the lease  code="session_busy"
     ├── ConcurrencyCap                the instance runs its maximum number of sessions      code="concurrency_cap"
@@ -19,6 +20,11 @@
     │   ├── BodyTooLarge              a request body above the JSON body limit               code="body_too_large"
     │   └── TooManyAttachers          the per-session or total attacher cap is reached       code="too_many_attachers"
     ├── JournalError                  the journal could not be read/written (disk full, ...) code="journal_error"
+    ├── DaemonStopping                a request would start work while the daemon shuts down code="shutting_down"
+    ├── DaemonUnavailable             the daemon cannot be reached                          code="daemon_unavailable"
+    ├── CompactionFailed              the context could not be made smaller                 code="context_too_large"
+    ├── ModelPullError                a model cannot be downloaded or extracted             code="model_pull_failed"
+    │   └── ModelIntegrityError       a model file's size or sha256 differs                 code="model_corrupt"
     ├── InvalidHistory                a model context breaks call/result pairing or alternation code="invalid_history"
     └── ProviderError                 the model provider failed                             code="provider_error"
         ├── ProviderHTTPError         a non-2xx answer (status_code, body, headers)
@@ -27,7 +33,8 @@
         ├── ContextOverflow           the provider refused the request as longer than its context window
         └── UnexpectedModelBehavior   the stream was malformed or ended without its terminal marker
 
-Every error carries a stable ``code`` that the daemon puts in its error envelope
+Every error class is defined here (the tool path errors of ``acagent/tools/_paths.py`` aside);
+the modules that raise them re-export their names. Every error carries a stable ``code`` that the daemon puts in its error envelope
 ``{"error": {"code", "message", "detail"}}`` and an HTTP ``status_code``.
 """
 
@@ -40,14 +47,20 @@ __all__ = [
     "ApprovalNotFound",
     "BodyTooLarge",
     "BudgetExceeded",
+    "CompactionFailed",
     "ConcurrencyCap",
     "ConfigError",
     "ContextOverflow",
     "CursorAhead",
     "DaemonLimit",
+    "DaemonRunning",
+    "DaemonStopping",
+    "DaemonUnavailable",
     "InvalidHistory",
     "InvalidTransition",
     "JournalError",
+    "ModelIntegrityError",
+    "ModelPullError",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderHTTPError",
@@ -351,4 +364,45 @@ class TurnHalted(AcagentError):
     """
 
     code = "turn_halted"
+    status_code = 503
+
+
+class DaemonRunning(UserError):
+    """Raised by ``serve`` when a live daemon already serves this ``ACAGENT_HOME``."""
+
+    code = "daemon_running"
+    status_code = 409
+
+
+class DaemonStopping(AcagentError):
+    """Raised when a request would start work while the daemon shuts down."""
+
+    code = "shutting_down"
+    status_code = 503
+
+
+class CompactionFailed(AcagentError):
+    """The context could not be made smaller (nothing older to summarise, or a useless summary)."""
+
+    code = "context_too_large"
+    status_code = 422
+
+
+class ModelPullError(AcagentError):
+    """Raised when a model cannot be downloaded or extracted; the message says what to run by hand."""
+
+    code = "model_pull_failed"
+    status_code = 503
+
+
+class ModelIntegrityError(ModelPullError):
+    """Raised when a model file's size or sha256 differs from the pinned value."""
+
+    code = "model_corrupt"
+
+
+class DaemonUnavailable(AcagentError):
+    """Raised when the daemon cannot be reached (it stopped, or its address changed)."""
+
+    code = "daemon_unavailable"
     status_code = 503

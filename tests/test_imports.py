@@ -131,3 +131,4 @@ def test_runner_modules_have_no_import_circle() -> None:
     for node in sorted(graph):
         if node not in state:
             walk(node)
+

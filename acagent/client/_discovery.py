@@ -12,17 +12,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from acagent import errors as E
 from acagent._pids import pid_alive
+from acagent.errors import DaemonUnavailable
 
 __all__ = ["DaemonInfo", "DaemonUnavailable", "daemon_info", "read_token"]
-
-
-class DaemonUnavailable(E.AcagentError):
-    """Raised when the daemon cannot be reached (it stopped, or its address changed)."""
-
-    code = "daemon_unavailable"
-    status_code = 503
 
 
 @dataclass(frozen=True)

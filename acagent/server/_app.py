@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from acagent._text import clean_text
-from acagent.errors import AcagentError, ConfigError, UserError
+from acagent.errors import AcagentError, ConfigError, DaemonStopping, UserError
 from acagent.server._limits import BodyLimit
 from acagent.server._observe import add_compact_route, add_metrics_route, check_session_limits
 from acagent.server._security import COOKIE_NAME, Guard, _same
@@ -36,13 +36,6 @@ from acagent.store._usage import caps_store
 __all__ = ["DaemonStopping", "create_app"]
 
 log = logging.getLogger("acagent.server")
-
-
-class DaemonStopping(AcagentError):
-    """Raised when a request would start work while the daemon shuts down."""
-
-    code = "shutting_down"
-    status_code = 503
 
 
 # ---------------------------------------------------------------------------------------- models

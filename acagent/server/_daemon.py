@@ -38,7 +38,7 @@ import anyio
 import orjson
 
 from acagent._private import private_dir
-from acagent.errors import UserError
+from acagent.errors import DaemonRunning, UserError
 from acagent.server._limits import (
     ConnectionTracker,
     Limits,
@@ -59,13 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("acagent.server")
-
-
-class DaemonRunning(UserError):
-    """Raised by ``serve`` when a live daemon already serves this ``ACAGENT_HOME``."""
-
-    code = "daemon_running"
-    status_code = 409
 
 
 @dataclass

@@ -114,6 +114,125 @@ def _open_calls_after_checkpoint(messages: list[Message]) -> dict[str, str]:
     return {c.tool_call_id: c.name for c in messages[-1].tool_calls}
 
 
+class _Replay:
+    """The records of a transcript, kept or dropped one by one (the state of :func:`plan_import`)."""
+
+    def __init__(self) -> None:
+        self.dropped: list[dict[str, Any]] = []
+        self.items: list[tuple[str, dict[str, Any], str, int]] = []  # type, payload, ts, old seq
+        self.open_calls: dict[str, tuple[str, str | None]] = {}  # id -> (name, turn_id), in call order
+        self.answered: set[str] = set()
+        self.open_turn: str | None = None
+
+    def close_open_calls(self) -> None:
+        """Give every open tool call its ``interrupted`` result."""
+        for cid, (name, turn_id) in list(self.open_calls.items()):
+            payload = make_payload(
+                "tool.result",
+                turn_id=turn_id,
+                tool_call_id=cid,
+                name=name,
+                status="interrupted",
+                content=_INTERRUPTED,
+                is_error=True,
+            )
+            self.items.append(("tool.result", payload, now_ts(), 0))
+        self.open_calls.clear()
+
+    def drop(self, line: int, reason: str) -> None:
+        self.dropped.append({"line": line, "reason": reason})
+
+    def add(self, event: Event, line: int) -> None:
+        """Keep ``event`` (read from ``line``), or record why it cannot be replayed."""
+        payload = _normalize(event)
+        typ = event.type
+        if payload is None:
+            return self.drop(line, f"a {typ} record (seq {event.seq}) that does not fit its model")
+        if typ == "session.created" and self.items:
+            return self.drop(line, f"a second session.created record (seq {event.seq})")
+        if typ in ("user.message", "assistant.message"):
+            self.close_open_calls()
+        if typ == "checkpoint":
+            messages = MESSAGES_ADAPTER.validate_python(payload["messages"])
+            after = _open_calls_after_checkpoint(messages)
+            self.open_calls = {cid: (name, self.open_turn) for cid, name in after.items()}
+        elif typ == "assistant.message":
+            for call in Message.model_validate(payload["message"]).tool_calls:
+                self.open_calls[call.tool_call_id] = (call.name, payload.get("turn_id"))
+        elif typ == "tool.call":
+            cid = payload["tool_call_id"]
+            if cid not in self.open_calls and cid not in self.answered:
+                return self.drop(line, f"a tool.call {cid!r} whose assistant message was lost")
+        elif typ == "tool.result":
+            cid = payload["tool_call_id"]
+            if cid not in self.open_calls:
+                return self.drop(line, f"a tool.result for {cid!r}, whose tool call was lost")
+            self.open_calls.pop(cid)
+            self.answered.add(cid)
+        elif typ == "turn.started":
+            self.open_turn = payload.get("turn_id") or "turn_imported"
+        elif typ in _TURN_END:
+            self.close_open_calls()
+            self.open_turn = None
+        self.items.append((typ, payload, event.ts, event.seq))
+        return None
+
+    def finish(self) -> None:
+        """Close what the transcript left open: tool calls, then the turn."""
+        self.close_open_calls()
+        if self.open_turn is not None:
+            payload = make_payload("turn.interrupted", turn_id=self.open_turn, reason="import")
+            self.items.append(("turn.interrupted", payload, now_ts(), 0))
+
+    def warn(self, read: TranscriptRead, file: Path | str, damaged: list[dict[str, Any]]) -> str | None:
+        """The damage warning (also appended as an ``error`` event), or None for a clean file."""
+        warning = read.warning(file)
+        if self.dropped:
+            n = len(self.dropped)
+            note = f"skipped {n} record{'s' if n != 1 else ''} that cannot be replayed: " + ", ".join(
+                f"line {d['line']} ({d['reason']})" for d in self.dropped
+            )
+            warning = f"{warning}; {note}" if warning else f"transcript {str(file)!r}: {note}"
+        if warning:
+            detail = {
+                "file": str(file),
+                "skipped_lines": read.lines_skipped,
+                "skipped_records": len(self.dropped),
+                "damaged": damaged,
+            }
+            payload = make_payload("error", code="transcript_damaged", message=warning, detail=detail)
+            self.items.append(("error", payload, now_ts(), 0))
+        return warning
+
+    def renumbered(self, session_id: str) -> list[Event]:
+        """The kept records as events numbered from 1 (checkpoint positions follow)."""
+        seq_map: dict[int, int] = {}
+        events: list[Event] = []
+        for new, (typ, payload, ts, old) in enumerate(self.items, start=1):
+            if old:
+                seq_map[old] = new
+            if typ == "checkpoint":
+                upto = max((n for o, n in seq_map.items() if o <= int(payload.get("upto_seq", 0))), default=0)
+                payload = {**payload, "upto_seq": upto}
+                if payload.get("message_seqs"):  # positions of the messages (compaction's cut)
+                    payload["message_seqs"] = [seq_map.get(int(s or 0), 0) for s in payload["message_seqs"]]
+            elif typ == "context.compacted":
+                kept = int(payload.get("first_kept_seq", 0))  # the first kept line that survived
+                payload = {
+                    **payload,
+                    "first_kept_seq": min((n for o, n in seq_map.items() if o >= kept), default=new),
+                }
+            events.append(Event(seq=new, ts=ts, session_id=session_id, type=typ, payload=payload))
+        return events
+
+    def status(self) -> str:
+        """The session status the last turn end implies (``done`` without one)."""
+        for typ, _, _, _ in reversed(self.items):
+            if typ in _TURN_END:
+                return _TURN_END[typ]
+        return "done"
+
+
 def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | None = None) -> ImportPlan:
     """Turn the records of a transcript into an importable session (see the module docstring).
 
@@ -128,138 +247,21 @@ def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | Non
             f"{str(file)!r} line {read.lines[0]}: the first record is a {first.type} record, not session.created"
             + _why(read)
         )
-    damaged: list[dict[str, Any]] = [dict(s) for s in read.skipped]
-    dropped: list[dict[str, Any]] = []
-    items: list[tuple[str, dict[str, Any], str, int]] = []  # type, payload, ts, old seq
-    open_calls: dict[str, tuple[str, str | None]] = {}  # id -> (name, turn_id), in call order
-    answered: set[str] = set()
-    open_turn: str | None = None
-
-    def close_open_calls() -> None:
-        for cid, (name, turn_id) in list(open_calls.items()):
-            payload = make_payload(
-                "tool.result",
-                turn_id=turn_id,
-                tool_call_id=cid,
-                name=name,
-                status="interrupted",
-                content=_INTERRUPTED,
-                is_error=True,
-            )
-            items.append(("tool.result", payload, now_ts(), 0))
-        open_calls.clear()
-
+    replay = _Replay()
     for event, line in zip(read.events, read.lines, strict=True):
-        payload = _normalize(event)
-        if payload is None:
-            dropped.append(
-                {
-                    "line": line,
-                    "reason": f"a {event.type} record (seq {event.seq}) that does not fit its model",
-                }
-            )
-            continue
-        typ = event.type
-        if typ == "session.created" and items:
-            dropped.append({"line": line, "reason": f"a second session.created record (seq {event.seq})"})
-            continue
-        if typ in ("user.message", "assistant.message"):
-            close_open_calls()
-        if typ == "checkpoint":
-            messages = MESSAGES_ADAPTER.validate_python(payload["messages"])
-            open_calls = {
-                cid: (name, open_turn) for cid, name in _open_calls_after_checkpoint(messages).items()
-            }
-        elif typ == "assistant.message":
-            msg = Message.model_validate(payload["message"])
-            for call in msg.tool_calls:
-                open_calls[call.tool_call_id] = (call.name, payload.get("turn_id"))
-        elif typ == "tool.call":
-            cid = payload["tool_call_id"]
-            if cid not in open_calls and cid not in answered:
-                dropped.append(
-                    {"line": line, "reason": f"a tool.call {cid!r} whose assistant message was lost"}
-                )
-                continue
-        elif typ == "tool.result":
-            cid = payload["tool_call_id"]
-            if cid not in open_calls:
-                dropped.append(
-                    {"line": line, "reason": f"a tool.result for {cid!r}, whose tool call was lost"}
-                )
-                continue
-            open_calls.pop(cid)
-            answered.add(cid)
-        elif typ == "turn.started":
-            open_turn = payload.get("turn_id") or "turn_imported"
-        elif typ in _TURN_END:
-            close_open_calls()
-            open_turn = None
-        items.append((typ, payload, event.ts, event.seq))
-    close_open_calls()
-    if open_turn is not None:
-        items.append(
-            (
-                "turn.interrupted",
-                make_payload("turn.interrupted", turn_id=open_turn, reason="import"),
-                now_ts(),
-                0,
-            )
-        )
-    damaged += dropped
-    damaged.sort(key=lambda d: d["line"])
-    warning = read.warning(file)
-    if dropped:
-        n = len(dropped)
-        note = f"skipped {n} record{'s' if n != 1 else ''} that cannot be replayed: " + ", ".join(
-            f"line {d['line']} ({d['reason']})" for d in dropped
-        )
-        warning = f"{warning}; {note}" if warning else f"transcript {str(file)!r}: {note}"
+        replay.add(event, line)
+    replay.finish()
+    damaged = sorted([*(dict(s) for s in read.skipped), *replay.dropped], key=lambda d: d["line"])
+    warning = replay.warn(read, file, damaged)
     sid = session_id or first.session_id
-    if warning:
-        detail = {
-            "file": str(file),
-            "skipped_lines": read.lines_skipped,
-            "skipped_records": len(dropped),
-            "damaged": damaged,
-        }
-        items.append(
-            (
-                "error",
-                make_payload("error", code="transcript_damaged", message=warning, detail=detail),
-                now_ts(),
-                0,
-            )
-        )
-    status = "done"
-    for typ, _, _, _ in reversed(items):
-        if typ in _TURN_END:
-            status = _TURN_END[typ]
-            break
-    seq_map: dict[int, int] = {}
-    events: list[Event] = []
-    for new, (typ, payload, ts, old) in enumerate(items, start=1):
-        if old:
-            seq_map[old] = new
-        if typ == "checkpoint":
-            upto = max((n for o, n in seq_map.items() if o <= int(payload.get("upto_seq", 0))), default=0)
-            payload = {**payload, "upto_seq": upto}
-            if payload.get("message_seqs"):  # positions of the messages (compaction's cut)
-                payload["message_seqs"] = [seq_map.get(int(s or 0), 0) for s in payload["message_seqs"]]
-        elif typ == "context.compacted":
-            kept = int(payload.get("first_kept_seq", 0))  # the first kept line that survived
-            payload = {
-                **payload,
-                "first_kept_seq": min((n for o, n in seq_map.items() if o >= kept), default=new),
-            }
-        events.append(Event(seq=new, ts=ts, session_id=sid, type=typ, payload=payload))
+    events = replay.renumbered(sid)
     plan = ImportPlan(
         session_id=sid,
         cwd=str(first.payload.get("cwd") or "/"),
         title=first.payload.get("title") or _first_user_text(events),
         model=first.payload.get("model"),
         created_at=first.ts,
-        status=status,
+        status=replay.status(),
         events=events,
         warning=warning,
         damaged=damaged,
