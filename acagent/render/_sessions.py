@@ -179,6 +179,8 @@ def show_session(
         grid.add_row(label, Text(str(value)))
     console.print(grid)
     for warning in info.get("warnings") or []:
+        if isinstance(warning, dict):  # a recorded warning: its message and code, not the dict
+            warning = f"{warning.get('message', warning)} [{warning.get('code', 'warning')}]"
         console.print(Text(f"⚠ {warning}", style="yellow"), highlight=False)
 
     if summary:

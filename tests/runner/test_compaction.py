@@ -403,6 +403,10 @@ def test_unknown_window_warning_shows_in_acagent_run(cli: Any, mock: MockProvide
     out = proc.stdout + proc.stderr
     assert "context window of openai:custom-run is unknown" in out and "context_window" in out
     assert "Traceback" not in out
+    sid = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)[0]["id"]
+    shown = cli("sessions", "show", sid, cwd=workspace, check=True).stdout
+    assert "context window of openai:custom-run is unknown" in shown and "[context_window_unknown]" in shown
+    assert "{'code'" not in shown  # the session's warning is shown as its message, not as a dict
 
 
 async def test_empty_summary_fails_the_turn_clearly_and_the_session_goes_on(
