@@ -62,8 +62,8 @@ def _fresh_resume(home: Path, sid: str) -> tuple[float, dict[str, Any]]:
 def _measure(quick: bool) -> dict[str, Any]:
     from tests.mockprovider import MockProvider
 
-    sizes = [10, 300, 1000] if quick else [10, 1000, 10000]
-    rounds, turns, resumes = (1, 4, 3) if quick else (3, 10, 7)
+    sizes = [10, 200, 600] if quick else [10, 1000, 10000]
+    rounds, turns, resumes = (1, 3, 2) if quick else (3, 10, 7)
     with MockProvider() as mock, tmp_home("f10") as tmp:
         mock.default = responder
         t0 = time.perf_counter()
