@@ -210,6 +210,10 @@ class StepStarted(_TurnP):
     step_id: str
     request_id: str
     attempt: int
+    context_tokens: int | None = None
+    """Estimated input tokens of this request (``runner/_window.py``), the context fill so far."""
+    context_window: int | None = None
+    """The model's context window in tokens; absent when the window is unknown (only assumed)."""
 
 
 class StepFinished(_TurnP):

@@ -5,11 +5,14 @@ reconnects (the client reconnects by itself with its last seq, backoff capped at
 approval is re-sent on every (re)connect; one whose seq is ≤ ``--since`` is printed once, with
 ``"replay": true``.
 
-Without ``--json`` the session is drawn like ``acagent chat`` (the history from ``--since`` first,
-then live), and the terminal drives it: a line of text sends a message, ``y``/``n``/``a`` answers
-the pending approval (any text answers a question), Ctrl-C cancels the running turn (twice in a
-row, or when idle, exits), Ctrl-D exits. Exit status: 0 on Ctrl-D / Ctrl-C, 1 when the daemon is
-not running or the session does not exist (or stops existing).
+Without ``--json``, on a terminal, the session is shown and driven exactly as in ``acagent chat``
+(:class:`~acagent.cli._ui.SessionUI` in attach mode: the history from ``--since`` first, then live,
+with the same live status line and streamed markdown, derived from the same events); a turn that
+another client starts is followed as it runs. Ctrl-C cancels the running turn (a second one, or
+Ctrl-C / Ctrl-D on the idle prompt, detaches). With stdin not a terminal (scripts, tests) a
+line-based loop reads stdin: a line of text sends a message, ``y``/``n``/``a`` answers the pending
+approval (any text answers a question), EOF detaches. Exit status: 0 on detach, 1 when the daemon
+is not running or the session does not exist (or stops existing).
 """
 
 from __future__ import annotations
@@ -63,9 +66,42 @@ async def _attach(settings: Any, info: Any, session_id: str, since: int, json_ou
             raise cursor_ahead(client.session_id, since, row["last_seq"])
         if json_out:
             return await _follow_json(client, since)
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            return await _terminal(settings, client, row, since)
         return await _interactive(client, row, since)
     finally:
         await client.aclose()
+
+
+async def _terminal(settings: Any, client: Any, row: dict[str, Any], since: int) -> int:
+    """Attach on a terminal: the chat UI in attach mode (module docstring)."""
+    from rich.console import Console
+
+    from acagent.cli._chat import first_error
+    from acagent.cli._input import create_prompt_session
+    from acagent.cli._slash import COMMANDS
+    from acagent.cli._ui import SessionUI
+    from acagent.client import Opened
+    from acagent.render import EventRenderer
+
+    console = Console(highlight=False)
+    opened = Opened(client, client.session_id, False, int(row["last_seq"]), True, row.get("model"))
+    ui = SessionUI(
+        console,
+        EventRenderer(console, echo_user=False),
+        opened,
+        create_prompt_session(None, COMMANDS),
+        settings,
+        attach=True,
+        since=since,
+    )
+    try:
+        return await ui.run()
+    except BaseExceptionGroup as group:  # task groups wrap errors; show ours as one line
+        error = first_error(group)
+        if error is None:
+            raise
+        raise error from None
 
 
 async def _follow_json(client: Any, since: int) -> int:
@@ -96,10 +132,10 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
 
     def track(event: Event) -> None:
         p = event.payload
-        if event.type == "session.status":
-            state["status"] = p.get("status")
         if p.get("turn_id"):
             state["turn_id"] = p["turn_id"]  # the turn a Ctrl-C targets (never a later one)
+        if event.type == "session.status":
+            state["status"] = p.get("status")
         elif event.type == "approval.requested":
             state["approval"] = p
         elif event.type == "approval.resolved" and (state["approval"] or {}).get("tool_call_id") == p.get(

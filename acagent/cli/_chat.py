@@ -1,35 +1,18 @@
-"""``acagent chat``: an interactive terminal session.
+"""``acagent chat``: an interactive terminal session (the loop itself is :mod:`acagent.cli._ui`).
 
-One task consumes ``client.events(since)`` and draws every event in order with
-:class:`~acagent.render.EventRenderer` (on ``--resume``/``--continue`` the events up to the
-session's last seq are drawn first, as history); it hands approvals and turn ends to the main
-task, which reads input with prompt_toolkit, sends messages and asks for approvals.
-
-Keys:
-
-- Ctrl-C during a turn (the terminal is in cooked mode: SIGINT, received with
-  :func:`anyio.open_signal_receiver`) or at an approval prompt (a key in raw mode) cancels the
-  turn; the prompt comes back once ``turn.interrupted`` arrives. Two more presses while the
-  cancel is in progress quit.
-- Ctrl-C or Ctrl-D on the idle prompt: the first press prints a hint, a second one exits (0).
-- SIGHUP (the terminal closed) or SIGTERM: the running turn is stopped like a shutdown (its tool
-  process groups are killed) and chat exits with 128 + the signal number.
-
-Every prompt runs with ``handle_sigint=False`` so prompt_toolkit never replaces our SIGINT
-handler. Events that arrive while a prompt is shown are drawn above it (``in_terminal``).
+``/new`` and ``/resume`` end one :class:`~acagent.cli._ui.SessionUI` with a switch; the next
+session is then opened in the same process (a fresh client and history view).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from acagent.cli._app import app, fail
 from acagent.cli._common import (
-    TURN_END,
     BaseUrlOption,
     ContinueOption,
     ModelOption,
@@ -42,18 +25,7 @@ from acagent.cli._common import (
     run_async,
 )
 
-if TYPE_CHECKING:
-    import anyio.abc
-    from rich.console import Console
-
-    from acagent.cli._common import Opened
-    from acagent.events import Event
-    from acagent.render import EventRenderer
-
-__all__ = ["chat_command"]
-
-_ACTIVE = ("running", "waiting_tool", "waiting_user")
-_ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "always", "always": "always"}
+__all__ = ["chat_command", "first_error"]
 
 
 @app.command("chat")
@@ -80,6 +52,7 @@ async def _chat(settings: Any, resume: str | None, continue_: bool, model: str |
     from acagent._private import private_dir, private_file
     from acagent.cli._input import create_prompt_session
     from acagent.cli._slash import COMMANDS
+    from acagent.cli._ui import SessionUI
     from acagent.render import EventRenderer
 
     console = Console(highlight=False)
@@ -91,434 +64,27 @@ async def _chat(settings: Any, resume: str | None, continue_: bool, model: str |
             async with open_client(
                 settings, resume=resume, continue_=continue_ and not new, interactive=True, model_flag=model
             ) as opened:
-                chat = _Chat(console, EventRenderer(console, echo_user=False), opened, session, settings)
+                chat = SessionUI(console, EventRenderer(console, echo_user=False), opened, session, settings)
                 code = await chat.run()
             if chat.switch is None or chat.quit_code is not None:
                 return code
             resume, new, continue_ = chat.switch.session_id, chat.switch.session_id is None, False
     except BaseExceptionGroup as group:  # task groups wrap errors; show ours as one line
-        error = _first_error(group)
+        error = first_error(group)
         if error is None:
             raise
         raise error from None
 
 
-def _first_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
+def first_error(group: BaseExceptionGroup[Any]) -> BaseException | None:
     """The first :class:`AcagentError` (or KeyboardInterrupt) inside nested exception groups."""
     from acagent.errors import AcagentError
 
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
-            found = _first_error(exc)
+            found = first_error(exc)
             if found is not None:
                 return found
         elif isinstance(exc, (AcagentError, KeyboardInterrupt)):
             return exc
     return None
-
-
-class _Chat:
-    """The state of one ``acagent chat`` process (see module docstring)."""
-
-    def __init__(
-        self, console: Console, renderer: EventRenderer, opened: Opened, session: Any, settings: Any
-    ):
-        import anyio
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import InMemoryHistory
-
-        self.console = console
-        self.renderer = renderer
-        self.opened = opened
-        self.client = opened.client
-        self.session = session
-        self.ask_session: Any = PromptSession(history=InMemoryHistory())
-        """Approval prompts: their answers stay out of the input history."""
-        self.settings = settings
-        self.history_upto = 0 if opened.created else opened.last_seq
-        self.history_done = anyio.Event()
-        self.notes_send, self.notes = anyio.create_memory_object_stream["Event"](1000)
-        self.turn_id: str | None = None
-        """The turn being waited for; ``""`` while a message is being sent."""
-        self.expect_echo: str | None = None
-        """Text this chat just sent: its ``user.message`` is already on screen as typed input."""
-        self.cancel_presses = 0
-        self.prompting = False
-        self.prompt_scope: anyio.CancelScope | None = None
-        self.prompt_for: str | None = None
-        """tool_call_id of the approval being asked (its resolution elsewhere closes the prompt)."""
-        self.tg: anyio.abc.TaskGroup | None = None
-        self.quit_code: int | None = None
-        self.switch: Any = None
-        """Set by /new and /resume: the session to open when this loop ends."""
-        from acagent.render import StatusLine
-
-        self.status = StatusLine(console, lambda: renderer.column)
-        """The live status line while a turn runs (hidden while a prompt is shown)."""
-
-    # ------------------------------------------------------------------ run
-
-    async def run(self) -> int:
-        import anyio
-
-        snapshot = await self.client.snapshot()
-        self._banner(snapshot)
-        async with anyio.create_task_group() as tg:
-            self.tg = tg
-            tg.start_soon(self._watch_sigint)
-            tg.start_soon(self._consume)
-            tg.start_soon(self._tick)
-            with anyio.move_on_after(30):
-                await self.history_done.wait()
-            try:
-                code = await self._main(snapshot)
-            finally:
-                tg.cancel_scope.cancel()
-        return self.quit_code if self.quit_code is not None else code
-
-    def _banner(self, snapshot: dict[str, Any]) -> None:
-        from rich.text import Text
-
-        model = self.opened.model or self.settings.model or "(default)"
-        head = Text("acagent", style="bold cyan")
-        head.append(f" · session {self.opened.session_id}", style="bold")
-        head.append(" (new)" if self.opened.created else " (resumed)", style="dim")
-        self.console.print(head)
-        self.console.print(Text(f"model {model} · cwd {snapshot.get('cwd', '')}", style="dim"))
-        if model.startswith("local:"):
-            try:
-                from acagent.providers._local import local_banner  # type: ignore[import-not-found, unused-ignore]
-            except ImportError:
-                pass
-            else:
-                self.console.print(Text(str(local_banner(model)), style="dim"))
-        self.console.print(
-            Text("/help for commands · Ctrl-C interrupts a turn · Ctrl-C twice quits", style="dim")
-        )
-
-    async def _main(self, snapshot: dict[str, Any]) -> int:
-        from acagent.errors import AcagentError, SessionBusy
-
-        if snapshot.get("status") in _ACTIVE:
-            self._note("finishing the interrupted turn…")
-            turn_id: str | None = None
-            try:
-                turn_id = await self.client.send(None)
-            except SessionBusy as exc:  # another process runs it: follow it
-                turn_id = (exc.detail or {}).get("turn_id")
-            except AcagentError as exc:
-                self._error(exc)
-            if turn_id:
-                await self._run_turn(turn_id)
-        idle_presses = 0
-        while True:
-            try:
-                text = await self._prompt([("ansicyan bold", "› ")], history=True)
-            except (KeyboardInterrupt, EOFError):
-                if idle_presses:
-                    return 0
-                idle_presses = 1
-                self._note("press Ctrl-C again (or type /exit) to quit")
-                continue
-            if text is None:
-                continue
-            idle_presses = 0
-            text = text.strip()
-            if not text:
-                continue
-            if text.startswith("/") and "/" not in text[1:].split(" ", 1)[0]:
-                if await self._command(text) == "exit":
-                    return 0
-                continue
-            self.expect_echo, self.turn_id, self.cancel_presses = text, "", 0
-            try:
-                turn_id = await self.client.send(text)
-            except AcagentError as exc:
-                self.expect_echo = self.turn_id = None
-                self._error(exc)
-                continue
-            await self._run_turn(turn_id)
-
-    async def _command(self, text: str) -> str | None:
-        from acagent.cli._slash import run_command
-        from acagent.errors import AcagentError
-
-        try:
-            return await run_command(self, text)
-        except AcagentError as exc:
-            self._error(exc)
-            return None
-
-    # ------------------------------------------------------------------ a turn
-
-    async def _run_turn(self, turn_id: str) -> None:
-        from acagent.store import RESTING
-
-        if self.turn_id != "":  # not a message of ours that Ctrl-C may already have cancelled
-            self.cancel_presses = 0
-        self.turn_id = turn_id
-        saved = _quiet_input()
-        self.status.start()
-        self.status.draw()
-        try:
-            pending = self.renderer.pending_approval
-            if pending is not None:
-                await self._approve(pending)
-            while True:
-                event = await self.notes.receive()
-                p = event.payload
-                if event.type == "approval.requested":
-                    current = self.renderer.pending_approval
-                    if current is not None and current.get("tool_call_id") == p.get("tool_call_id"):
-                        await self._approve(p)
-                elif event.type in TURN_END:
-                    if p.get("turn_id") == turn_id:
-                        return
-                    snap = await self.client.snapshot()  # the awaited turn may never start
-                    if snap.get("status") in RESTING and snap.get("turn_id") != turn_id:
-                        return
-        finally:
-            self.turn_id = None
-            self.status.stop()
-            _restore_input(saved)
-
-    async def _approve(self, payload: dict[str, Any]) -> None:
-        from acagent.errors import AcagentError, ApprovalNotFound
-
-        call_id = str(payload.get("tool_call_id"))
-        question = payload.get("kind") == "question"
-        answer: str | None = None
-        self.prompt_for = call_id
-        try:
-            while True:
-                try:
-                    reply = await self._prompt(
-                        [("ansiyellow bold", "answer› " if question else "allow? [y/n/a] ")], history=False
-                    )
-                except KeyboardInterrupt:
-                    await self._cancel()
-                    return
-                except EOFError:
-                    reply = "" if question else "n"
-                if reply is None:  # resolved elsewhere, or the turn ended
-                    return
-                if question:
-                    decision, answer = "allow", reply
-                    break
-                decision_or_none = _ANSWERS.get(reply.strip().lower())
-                if decision_or_none is not None:
-                    decision = decision_or_none
-                    break
-                self._note("answer y (yes), n (no) or a (always for this session)")
-        finally:
-            self.prompt_for = None
-        try:
-            await self.client.answer(call_id, decision, answer=answer)
-        except ApprovalNotFound:
-            self._note("that approval was already resolved")
-        except AcagentError as exc:
-            self._error(exc)
-
-    async def _cancel(self) -> None:
-        from acagent.errors import AcagentError
-
-        self.cancel_presses += 1
-        if self.cancel_presses == 1:
-            self._note("interrupting… (Ctrl-C twice more to quit)")
-            try:
-                await self.client.cancel(turn_id=self.turn_id or None)  # only the turn shown
-            except AcagentError as exc:
-                self._error(exc)
-        elif self.cancel_presses >= 3:
-            self._note("quitting")
-            self.quit_code = 130
-            if self.tg is not None:
-                self.tg.cancel_scope.cancel()
-
-    # ------------------------------------------------------------------ input
-
-    async def _prompt(self, message: Any, *, history: bool) -> str | None:
-        """One line of input, or None when the prompt was closed by an event.
-
-        Raises:
-            KeyboardInterrupt: Ctrl-C.
-            EOFError: Ctrl-D on an empty line.
-        """
-        import anyio
-        from prompt_toolkit.formatted_text import FormattedText
-
-        self.status.clear()
-        self.status.hidden = True
-        self.renderer.finish_line()
-        session = self.session if history else self.ask_session
-        with anyio.CancelScope() as scope:
-            self.prompt_scope, self.prompting = scope, True
-            try:
-                return str(await session.prompt_async(FormattedText(message), handle_sigint=False))
-            finally:
-                self.prompt_scope, self.prompting = None, False
-                self.status.hidden = False
-                self.status.draw()
-        return None
-
-    async def _watch_sigint(self) -> None:
-        import anyio
-
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGHUP, signal.SIGTERM) as signals:
-            async for signum in signals:
-                if signum != signal.SIGINT:  # the terminal went away, or kill: stop the turn, exit
-                    self.quit_code = 128 + int(signum)
-                    if self.tg is not None:
-                        self.tg.cancel_scope.cancel()
-                    return
-                self._after_caret_c()
-                if self.turn_id is not None:
-                    await self._cancel()
-                elif self.prompt_scope is None:
-                    self._note("(Ctrl-C: nothing is running)")
-
-    def _after_caret_c(self) -> None:
-        """The terminal echoed ``^C``: end that line (or overwrite the echo at column 0)."""
-        from rich.control import Control
-
-        if self.renderer.midline:
-            self.renderer.finish_line()
-        elif self.console.is_terminal:
-            self.console.control(Control.move_to_column(0))
-
-    # ------------------------------------------------------------------ events
-
-    async def _consume(self) -> None:
-        """Draw every event in order; hand approvals and turn ends to the main task.
-
-        ``client.events`` runs forever; should it end anyway (the runner was closed), it is
-        opened again from the last seq drawn, so nothing is missed or drawn twice.
-        """
-        import anyio
-
-        backlog: list[Event] = []
-        if self.history_upto <= 0:
-            self.history_done.set()
-        last = 0 if self.history_upto else self.opened.last_seq
-        while True:
-            async for event in self.client.events(last):
-                last = event.seq
-                if not self.history_done.is_set():
-                    if event.seq <= self.history_upto:
-                        backlog.append(event)
-                        if event.seq < self.history_upto:
-                            continue
-                    self._history(backlog)
-                    if event.seq <= self.history_upto:
-                        continue
-                await self._handle(event)
-            await anyio.sleep(0.2)
-
-    async def _handle(self, event: Event) -> None:
-        await self._draw(event)
-        p = event.payload
-        if event.type == "approval.requested":  # with --yes too: ask_user questions still ask
-            await self.notes_send.send(event)
-        elif event.type in TURN_END:
-            if self.prompt_for is not None and self.prompt_scope is not None:
-                self.prompt_scope.cancel()
-            await self.notes_send.send(event)
-        elif (
-            event.type == "approval.resolved"
-            and self.prompt_for == p.get("tool_call_id")
-            and self.prompt_scope is not None
-        ):
-            self.prompt_scope.cancel()
-
-    def _history(self, events: list[Event]) -> None:
-        from rich.text import Text
-
-        if events:
-            self.console.rule(Text("history", style="dim"), style="dim")
-            self.renderer.render_history(events)
-            self.renderer.finish_line()
-            self.console.rule(style="dim")
-        self.history_done.set()
-
-    async def _draw(self, event: Event) -> None:
-        if event.type == "user.message":  # typed here: on screen already; sent elsewhere: show it
-            echo = event.payload.get("text") != self.expect_echo
-            if not echo:
-                self.expect_echo = None
-            self.renderer.echo_user = echo
-        if self.prompting:
-            from prompt_toolkit.application import in_terminal
-
-            async with in_terminal():
-                self.renderer.render(event)
-                self.renderer.finish_line()
-        else:
-            self.status.clear()
-            self.renderer.render(event)
-        self.status.update(event)
-        self.status.draw()
-
-    async def _tick(self) -> None:
-        """Keep the status line's spinner and elapsed time moving (10 times a second)."""
-        import anyio
-
-        while True:
-            await anyio.sleep(0.1)
-            if self.status.active and not self.prompting:
-                self.status.tick()
-
-    # ------------------------------------------------------------------ output
-
-    def _note(self, text: str) -> None:
-        from rich.text import Text
-
-        self.status.clear()
-        self.renderer.finish_line()
-        self.console.print(Text(text, style="dim"))
-        self.status.draw()
-
-    def _error(self, exc: Any) -> None:
-        from rich.text import Text
-
-        self.status.clear()
-        self.renderer.finish_line()
-        code = getattr(exc, "code", "error")
-        self.console.print(Text(f"error: {getattr(exc, 'message', str(exc))} [{code}]", style="bold red"))
-        self.status.draw()
-
-
-def _quiet_input() -> Any:
-    """Stop the terminal echoing what is typed during a turn; it stays queued for the next prompt.
-
-    Echo and line editing go off (signals stay on: Ctrl-C still interrupts), so typed text never
-    lands inside the streamed answer, and the bytes wait in the terminal's input queue exactly as
-    typed: the next prompt reads them as keystrokes. Returns the saved attributes (None when
-    stdin is not a terminal).
-    """
-    import termios
-
-    try:
-        saved = termios.tcgetattr(sys.stdin.fileno())
-    except (termios.error, OSError, ValueError):
-        return None
-    quiet: list[Any] = [list(x) if isinstance(x, list) else x for x in saved]
-    quiet[0] &= ~termios.ICRNL
-    quiet[3] &= ~(termios.ECHO | termios.ICANON)
-    quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
-    try:
-        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, quiet)
-    except (termios.error, OSError):
-        return None
-    return saved
-
-
-def _restore_input(saved: Any) -> None:
-    """Put back what :func:`_quiet_input` saved, keeping the queued input (TCSANOW, no flush)."""
-    if saved is None:
-        return
-    import termios
-
-    try:
-        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, saved)
-    except (termios.error, OSError):
-        pass

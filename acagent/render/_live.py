@@ -4,14 +4,17 @@ The renderer is a pure consumer of :class:`~acagent.events.Event` envelopes, so 
 draws a live turn in ``acagent chat``, an attached session and replayed history
 (:meth:`EventRenderer.render_history`). It keeps only what it needs to draw the next event:
 
-- the assistant text streamed since the last stream boundary (``assistant.delta`` is printed as
-  it arrives, without a newline; ``assistant.message`` finishes the line and reconciles: text the
-  stream missed is printed, an interrupted message gets a marker);
+- the assistant text streamed since the last stream boundary. With ``markdown`` (the default on
+  a terminal) it is split into markdown blocks (:mod:`acagent.render._markdown`): each completed
+  block is printed once, rendered, into the scrollback, and the open block is what
+  :meth:`EventRenderer.open_block` returns for the live view to redraw. Without it (pipes, files)
+  ``assistant.delta`` is printed as it arrives, without a newline;
+- ``assistant.message`` ends the stream and reconciles: text the stream missed is printed, an
+  interrupted message gets a marker;
 - ``llm.retry`` supersedes the partial text of the failed attempt (there is no separate discard
-  event, see :mod:`acagent.events`): the renderer forgets it, strikes it through on a terminal
-  when it is still on screen, and prints a retry line; only the retried attempt is the reply;
-- per tool call, how much live ``tool.output`` was shown (output and results are truncated to a
-  few lines with a "… (k more lines)" note);
+  event, see :mod:`acagent.events`): the renderer forgets it, shows the open part struck through
+  and prints a retry line; only the retried attempt is the reply;
+- per tool call, what live ``tool.output`` was shown (:mod:`acagent.render._tools`: head and tail);
 - the approval awaiting an answer (:attr:`EventRenderer.pending_approval`).
 
 History differs from live in one rule: deltas are not replayed, because the ``assistant.message``
@@ -21,31 +24,25 @@ streaming right now in another process) is shown as the partial text so far.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
 from acagent.events import Event
 from acagent.render._approval import approval_lines, safe_rich
+from acagent.render._markdown import BlockStream, OpenBlock, block_renderable, is_fenced
 from acagent.render._stream import StreamWriter, visible
+from acagent.render._tools import ToolBlocks, _ToolState
 
 __all__ = ["EventRenderer"]
 
 TURN_END = frozenset({"turn.completed", "turn.interrupted", "turn.failed"})
 _STREAM_CLOSERS = TURN_END | {"assistant.message", "llm.retry"}
+_REASONING_STYLE = "dim italic"
 
-_MARKDOWN = re.compile(
-    r"\*\*|__|`|\[[^\]\n]+\]\([^)\n]+\)|^#{1,6} |^\s*[-*+] |^\s*\d+\. |^>|^\|.*\|\s*$", re.MULTILINE
-)
-"""Text that renders differently as markdown (emphasis, code, links, headings, lists, quotes, tables)."""
-
-_RESULT_STYLE = {"ok": "", "error": "red", "interrupted": "yellow", "denied": "yellow"}
 _DECISIONS = {
     "allow": ("✓ allowed", "green"),
     "always": ("✓ allowed (always, for this session)", "green"),
@@ -56,27 +53,17 @@ _DECISIONS = {
 }
 
 
-@dataclass
-class _ToolState:
-    name: str
-    lines_shown: int = 0
-    lines_hidden: int = 0
-    partial: str = ""
-    had_output: bool = False
-
-
-class EventRenderer:
+class EventRenderer(ToolBlocks):
     """Draw events on a rich console (see module docstring).
 
     Args:
         console: where to draw.
         echo_user: draw ``user.message`` events (off in ``chat`` while the user's own input is
             already on screen; history is always drawn with them).
-        max_output_lines: live ``tool.output`` lines shown per tool call.
+        max_output_lines: live ``tool.output`` lines shown per tool call (half head, half tail).
         max_result_lines: ``tool.result`` content lines shown when no live output was shown.
-        markdown: draw final assistant messages that use markdown as markdown (on a terminal the
-            streamed raw text is replaced when it is still on screen); default: when the console
-            is a terminal.
+        markdown: stream assistant text as markdown blocks (module docstring); default: when the
+            console is a terminal.
     """
 
     def __init__(
@@ -92,13 +79,16 @@ class EventRenderer:
         self.echo_user = echo_user
         self.max_output_lines = max_output_lines
         self.max_result_lines = max_result_lines
-        self._use_markdown = console.is_terminal if markdown is None else markdown
+        self.markdown = console.is_terminal if markdown is None else markdown
         self._pending_approval: dict[str, Any] | None = None
         self._stream = ""
         """Assistant text streamed since the last stream boundary (the reply so far)."""
         self._stream_kind = "text"
+        self._blocks = BlockStream()
+        """Markdown mode: the open stream's blocks (text or reasoning, whichever streams now)."""
         self._out = StreamWriter(console)
         self._tools: dict[str, _ToolState] = {}
+        self._event: Event | None = None
         self.reply = ""
         """Text of the last committed ``assistant.message`` (what the model said)."""
         self.last_seq = 0
@@ -106,6 +96,8 @@ class EventRenderer:
         self._ended: set[str] = set()
         self._resolved: set[Any] = set()
         """History only: approvals resolved later in the replayed events (drawn as one line)."""
+        self._printed_blocks = 0
+        self._last_fenced = False
 
     # ------------------------------------------------------------------ public
 
@@ -118,6 +110,16 @@ class EventRenderer:
     def streamed_text(self) -> str:
         """Assistant text of the open stream (dropped on ``llm.retry``, reset at its message)."""
         return self._stream
+
+    def open_block(self, max_rows: int = 20) -> OpenBlock | None:
+        """Markdown mode: the block still streaming, for the live view (None when there is none)."""
+        text = self._blocks.open_text
+        if not self.markdown or not text.strip():
+            return None
+        reasoning = self._stream_kind == "reasoning"
+        return OpenBlock(
+            text, _REASONING_STYLE if reasoning else "", markdown=not reasoning, max_rows=max_rows
+        )
 
     def render_history(self, events: Iterable[Event]) -> None:
         """Draw replayed events: committed messages instead of their deltas (module docstring)."""
@@ -159,7 +161,11 @@ class EventRenderer:
         self.last_seq = max(self.last_seq, event.seq)
         handler = getattr(self, "_on_" + event.type.replace(".", "_"), None)
         if handler is not None:
-            handler(event.payload)
+            self._event = event
+            try:
+                handler(event.payload)
+            finally:
+                self._event = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -169,23 +175,24 @@ class EventRenderer:
             text = Text(visible(text), style=style)
         self.console.print(text, highlight=False, soft_wrap=False)
 
-    def _block(self, content: str, style: str, limit: int, prefix: str = "  │ ") -> None:
-        """Print ``content`` indented, at most ``limit`` lines, then a "… (k more lines)" note."""
-        lines = content.rstrip("\n").split("\n") if content.strip() else []
-        for line in lines[:limit]:
-            self._clipped(prefix + line, style)
-        if len(lines) > limit:
-            self._clipped(f"{prefix}… ({len(lines) - limit} more lines)", "dim")
+    def _print_block(self, text: str, style: str = "", *, markdown: bool = True) -> None:
+        """Print one completed block for good (a blank row before all but a reply's first; rich
+        pads code blocks with their own)."""
+        fenced = markdown and is_fenced(text)
+        if self._printed_blocks and not fenced and not self._last_fenced:
+            self.console.print()
+        self._printed_blocks += 1
+        self._last_fenced = fenced
+        self.console.print(block_renderable(text, style, markdown=markdown), highlight=False)
 
-    def _clipped(self, line: str, style: str) -> None:
-        self.finish_line()
-        self.console.print(
-            Text(visible(line.expandtabs(4)), style=style),
-            no_wrap=True,
-            overflow="ellipsis",
-            highlight=False,
-            crop=True,
-        )
+    def _commit_open(self, style: str | None = None) -> str:
+        """Markdown mode: print the open block for good; returns its text."""
+        reasoning = self._stream_kind == "reasoning"
+        rest = self._blocks.flush()
+        if rest:
+            shown = style if style is not None else (_REASONING_STYLE if reasoning else "")
+            self._print_block(rest, shown, markdown=not reasoning and style is None)
+        return rest
 
     # ------------------------------------------------------------------ messages
 
@@ -203,32 +210,63 @@ class EventRenderer:
         if not text:
             return
         kind = p.get("kind") or "text"
-        if kind != self._stream_kind and self._out.midline:
-            self._out.end_line()
+        if kind != self._stream_kind:
+            if self.markdown:
+                self._commit_open()
+                self._printed_blocks = 0
+            elif self._out.midline:
+                self._out.end_line()
         self._stream_kind = kind
         if kind == "text":
             self._stream += text
-        self._out.write(text, "dim italic" if kind == "reasoning" else "")
+        if not self.markdown:
+            self._out.write(text, _REASONING_STYLE if kind == "reasoning" else "")
+            return
+        for block in self._blocks.feed(text):
+            self._print_block(block, _REASONING_STYLE if kind == "reasoning" else "", markdown=kind == "text")
 
     def _on_assistant_message(self, p: dict[str, Any]) -> None:
         text = str(p.get("text") or "")
         streamed, self._stream = self._stream, ""
         self.reply = text
         interrupted = bool(p.get("interrupted"))
-        if not interrupted and (not streamed or text == streamed) and self._markdown(text, bool(streamed)):
-            return
-        if streamed and text.startswith(streamed):
-            self._out.write(text[len(streamed) :])
-        elif not (streamed and streamed.startswith(text)):
-            self.finish_line()
-            self._out.write(text)
+        if self.markdown:
+            self._message_blocks(text, streamed)
+        else:
+            if streamed and text.startswith(streamed):
+                self._out.write(text[len(streamed) :])
+            elif not (streamed and streamed.startswith(text)):
+                self.finish_line()
+                self._out.write(text)
         if interrupted:
-            self._out.write(" [interrupted]" if self._out.midline else "[interrupted]", "yellow")
+            if self.markdown or not self._out.midline:
+                self._line("[interrupted]", "yellow")
+            else:
+                self._out.write(" [interrupted]", "yellow")
         self.finish_line()
+
+    def _message_blocks(self, text: str, streamed: str) -> None:
+        if self._stream_kind != "text":  # reasoning was streaming: it ends here
+            self._commit_open()
+            self._stream_kind = "text"
+            self._printed_blocks = 0
+        if streamed and text.startswith(streamed):
+            for block in self._blocks.feed(text[len(streamed) :]):
+                self._print_block(block)
+        elif not (streamed and streamed.startswith(text)):
+            self._commit_open()
+            self._printed_blocks = 0
+            for block in self._blocks.feed(text + "\n"):
+                self._print_block(block)
+        self._commit_open()
+        self._printed_blocks = 0
 
     def _on_llm_retry(self, p: dict[str, Any]) -> None:
         partial, self._stream = self._stream, ""
-        if partial and self._out.rewind():  # still on screen: redraw it struck through
+        if self.markdown:
+            self._commit_open("dim strike")
+            self._stream_kind, self._printed_blocks = "text", 0
+        elif partial and self._out.rewind():  # still on screen: redraw it struck through
             self._out.erase_below()
             self._out.write(partial, "dim strike")
         self.finish_line()
@@ -238,80 +276,6 @@ class EventRenderer:
         if partial:
             note += "; partial reply discarded"
         self._line(note, "dim yellow")
-
-    def _markdown(self, text: str, streamed: bool) -> bool:
-        """Draw ``text`` as markdown, replacing the streamed raw text on screen; False if not done."""
-        if not self._use_markdown or not _MARKDOWN.search(text):
-            return False
-        if streamed:
-            if not self._out.rewind():
-                return False
-            self._out.erase_below()
-        self.finish_line()
-        self.console.print(Markdown(text), highlight=False)
-        return True
-
-    # ------------------------------------------------------------------ tools
-
-    def _on_tool_call(self, p: dict[str, Any]) -> None:
-        name = str(p.get("name", "?"))
-        args = p.get("arguments") or {}
-        self._tools[str(p.get("tool_call_id"))] = _ToolState(name)
-        head = Text("● ", style="cyan")
-        head.append(visible(name), style="bold cyan")
-        if name == "shell" and isinstance(args.get("command"), str):
-            lines = safe_rich(args["command"], "bold").split("\n")
-            head.append(" $ ", style="bold").append_text(lines[0])
-            self._line(head)
-            for line in lines[1:6]:
-                self._line(Text("    ").append_text(line))
-            if len(lines) > 6:
-                self._line(f"    … ({len(lines) - 6} more lines)", "dim")
-        else:
-            head.append(" ").append_text(safe_rich(_format_args(args)))
-            self.finish_line()
-            self.console.print(head, highlight=False, no_wrap=True, overflow="ellipsis", crop=True)
-        if p.get("arguments_error"):
-            self._line(f"  not run: {p['arguments_error']}", "red")
-
-    def _on_tool_output(self, p: dict[str, Any]) -> None:
-        state = self._tools.setdefault(str(p.get("tool_call_id")), _ToolState("?"))
-        state.had_output = True
-        data = state.partial + str(p.get("text") or "")
-        *complete, state.partial = data.split("\n")
-        for line in complete:
-            self._output_line(state, line)
-
-    def _output_line(self, state: _ToolState, line: str) -> None:
-        if state.lines_shown < self.max_output_lines:
-            state.lines_shown += 1
-            self._clipped("  │ " + line, "dim")
-        else:
-            state.lines_hidden += 1
-
-    def _on_tool_result(self, p: dict[str, Any]) -> None:
-        call_id = str(p.get("tool_call_id"))
-        state = self._tools.pop(call_id, None)
-        status = str(p.get("status", "ok"))
-        style = _RESULT_STYLE.get(status, "")
-        if state is not None and state.had_output:
-            if state.partial:
-                self._output_line(state, state.partial)
-            if state.lines_hidden:
-                self._clipped(f"  │ … ({state.lines_hidden} more lines)", "dim")
-            if status != "ok":
-                first = str(p.get("content") or "").split("\n", 1)[0]
-                self._clipped("  │ " + first, style)
-        else:
-            self._block(str(p.get("content") or ""), style or "dim", self.max_result_lines)
-        exit_code = p.get("exit_code")
-        if status == "ok":
-            if exit_code not in (None, 0):
-                self._line(f"  └ exit {exit_code}", "yellow")
-            else:
-                self._line("  └ ok" + (" (exit 0)" if exit_code == 0 else ""), "green")
-        else:
-            self._line(f"  └ {status}" + (f" (exit {exit_code})" if exit_code is not None else ""), style)
 
     # ------------------------------------------------------------------ approvals
 
@@ -383,21 +347,10 @@ class EventRenderer:
                 return False
             self._ended.add(turn_id)
         self._stream = ""
+        if self.markdown:  # a stream cut without its message: what was live stays on screen
+            self._commit_open()
+            self._stream_kind, self._printed_blocks = "text", 0
         self.finish_line()
-        for state in self._tools.values():
-            if state.partial:
-                self._output_line(state, state.partial)
-        self._tools.clear()
+        self._end_tools()
         self._pending_approval = None
         return True
-
-
-def _format_args(args: dict[str, Any], limit: int = 60) -> str:
-    """``key=value`` pairs, each value's repr clipped to ``limit`` characters."""
-    parts = []
-    for key, value in args.items():
-        shown = repr(value)
-        if len(shown) > limit:
-            shown = shown[: limit - 1] + "…"
-        parts.append(f"{key}={shown}")
-    return " ".join(parts)

@@ -1,63 +1,84 @@
-"""StatusLine: one live line under the output while a turn runs (``acagent chat``, ``attach``).
+"""StatusLine: what a running turn is doing, derived from the session's events alone.
 
-``⠋ running `shell` · 4.2 s · 1,234 tokens · Ctrl-C to interrupt`` — a spinner, the phase
-(waiting for the model / thinking / streaming / running `tool` / waiting for approval / retrying
-in N s), elapsed time of the turn, the session's tokens (and cost when the usage event carries
-it) so far.
+``⠋ running `shell` · 4.2 s · 1,234 tokens · $0.0012 · ctx 42% · Ctrl-C to interrupt`` — a
+spinner, the phase (waiting for the model / thinking / streaming / running `tool` / waiting for
+approval / retrying in N s), elapsed time of the turn, the session's tokens and cost so far, the
+context fill and the key that interrupts. Everything comes from the event stream
+(:meth:`StatusLine.update`), so ``chat`` in process, ``chat`` through a daemon and ``attach``
+show the same line; the live view (:mod:`acagent.render._view`) draws it under the output.
 
-It is drawn with relative cursor moves only, so it works whatever row the cursor is on (a
-newline on the last row scrolls, and the moves stay right):
-
-- cursor at column 0 (between blocks of output): the line is drawn on the cursor's row and the
-  cursor goes back to column 0;
-- cursor after streamed text (``col`` > 0): the line is drawn one row below, and the cursor goes
-  back up to its column.
-
-:meth:`clear` erases it before anything else is printed; :meth:`draw` puts it back. The owner
-calls ``clear()`` → print → ``draw()`` around every output, and :meth:`tick` from a timer.
-Nothing is drawn on a console that is not a terminal.
+**Context fill** is the runner's own estimate of the last request (``step.started``
+``context_tokens`` / ``context_window``, from ``runner/_window.py``; after ``context.compacted``,
+its ``tokens_after``): ``ctx 42%`` of a known window, ``ctx 12,345 tokens`` when the window is
+unknown. :func:`context_fill` reads it from events for ``sessions show`` too.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.text import Text
 
 from acagent.events import Event
 from acagent.render._safe import visible
 
-__all__ = ["StatusLine"]
+__all__ = ["StatusLine", "context_fill", "fill_text"]
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _END = frozenset({"turn.completed", "turn.interrupted", "turn.failed"})
 
 
+def _fill_of(event: Event) -> tuple[int, int | None] | None:
+    """``(tokens, window or None)`` an event says the context holds, or None if it says nothing."""
+    p = event.payload
+    if event.type == "step.started" and isinstance(p.get("context_tokens"), int):
+        window = p.get("context_window")
+        return int(p["context_tokens"]), int(window) if isinstance(window, int) and window > 0 else None
+    if event.type == "context.compacted" and isinstance(p.get("tokens_after"), int):
+        return int(p["tokens_after"]), None  # the window: the last step's (kept by the caller)
+    return None
+
+
+def context_fill(events: Iterable[Event]) -> tuple[int, int | None] | None:
+    """The latest context fill in ``events``: ``(estimated tokens, window or None)``; None if unknown."""
+    fill: tuple[int, int | None] | None = None
+    for event in events:
+        found = _fill_of(event)
+        if found is not None:
+            fill = (found[0], found[1] if found[1] is not None or fill is None else fill[1])
+    return fill
+
+
+def fill_text(tokens: int, window: int | None, *, long: bool = False) -> str:
+    """``ctx 42%`` (``long``: ``12,345 / 128,000 tokens (10%)``); without a window the tokens only."""
+    if window:
+        pct = 100 * tokens / window
+        shown = f"{pct:.0f}%" if pct >= 1 or tokens == 0 else "<1%"
+        return f"{tokens:,} / {window:,} tokens ({shown})" if long else f"ctx {shown}"
+    return f"{tokens:,} tokens (window unknown)" if long else f"ctx {tokens:,} tokens"
+
+
 class StatusLine:
-    """The live status of a turn (see module docstring).
+    """The live status of a turn (see module docstring); a rich renderable (one dim line).
 
     Args:
-        console: the terminal.
-        column: returns the cursor's column (cells) — the stream writer's ``col``.
+        hint: the last part of the line (how to interrupt).
     """
 
-    def __init__(self, console: Console, column: Any) -> None:
-        self.console = console
-        self._column = column
+    def __init__(self, hint: str = "Ctrl-C to interrupt") -> None:
+        self.hint = hint
         self.active = False
-        """A turn is running: the line is shown (unless :attr:`hidden`)."""
-        self.hidden = False
-        """Temporarily not drawn (a prompt owns the screen)."""
+        """A turn is running: the line is shown."""
         self.phase = ""
         self._started = 0.0
         self._retry_until = 0.0
         self._tokens = 0
         self._cost: float | None = None
+        self._fill: tuple[int, int | None] | None = None
         self._frame = 0
-        self._shown: int | None = None
-        """Where the drawn line is: 0 on the cursor's row, 1 on the row below; None: not drawn."""
 
     # ------------------------------------------------------------------ state
 
@@ -68,20 +89,28 @@ class StatusLine:
         self.active, self.phase = True, phase
 
     def stop(self) -> None:
-        """The turn ended: erase the line and forget the turn."""
-        self.clear()
+        """The turn ended: hide the line."""
         self.active = False
 
+    def tick(self) -> None:
+        """Advance the spinner."""
+        self._frame += 1
+
     def update(self, event: Event) -> None:
-        """Follow an event: phase, tokens, cost; a turn's end stops the line."""
+        """Follow an event: phase, tokens, cost, context fill; a turn's end stops the line."""
         p = event.payload
         kind = event.type
+        fill = _fill_of(event)
+        if fill is not None:
+            window = fill[1] if fill[1] is not None or self._fill is None else self._fill[1]
+            self._fill = (fill[0], window)
         if kind in _END:
             self.stop()
             return
         if kind in ("turn.started", "user.message", "step.started"):
             self.start("waiting for the model")
         elif not self.active:
+            self._totals(kind, p)
             return
         if kind == "assistant.delta":
             self.phase = "thinking" if p.get("kind") == "reasoning" else "streaming"
@@ -89,23 +118,27 @@ class StatusLine:
             self.phase = f"running `{visible(str(p.get('name', 'tool')))}`"
         elif kind == "approval.requested":
             self.phase = "waiting for approval" if p.get("kind") != "question" else "waiting for your answer"
-        elif kind in ("tool.result", "approval.resolved", "assistant.message"):
-            self.phase = "waiting for the model" if kind != "approval.resolved" else self.phase
+        elif kind in ("tool.result", "assistant.message"):
+            self.phase = "waiting for the model"
         elif kind == "llm.retry":
             self._retry_until = time.monotonic() + float(p.get("delay_ms") or 0) / 1000
             self.phase = "retrying"
-        elif kind == "usage":
-            total = int(p.get("session_input_tokens") or 0) + int(p.get("session_output_tokens") or 0)
-            self._tokens = total or self._tokens + int(p.get("input_tokens") or 0) + int(
-                p.get("output_tokens") or 0
-            )
-            for key in ("session_cost_usd", "cost_usd"):
-                if isinstance(p.get(key), (int, float)):
-                    self._cost = float(p[key])
-                    break
+        self._totals(kind, p)
+
+    def _totals(self, kind: str, p: dict[str, Any]) -> None:
+        if kind != "usage":
+            return
+        total = int(p.get("session_input_tokens") or 0) + int(p.get("session_output_tokens") or 0)
+        self._tokens = total or self._tokens + int(p.get("input_tokens") or 0) + int(
+            p.get("output_tokens") or 0
+        )
+        for key in ("session_cost_usd", "cost_usd"):
+            if isinstance(p.get(key), (int, float)):
+                self._cost = float(p[key])
+                break
 
     def text(self) -> str:
-        """The line as plain text (what :meth:`draw` shows)."""
+        """The line as plain text."""
         phase = self.phase
         if phase == "retrying":
             left = max(0.0, self._retry_until - time.monotonic())
@@ -118,47 +151,11 @@ class StatusLine:
             parts.append(f"{self._tokens:,} tokens")
         if self._cost is not None:
             parts.append(f"${self._cost:.4f}")
-        parts.append("Ctrl-C to interrupt")
+        if self._fill is not None:
+            parts.append(fill_text(*self._fill))
+        parts.append(self.hint)
         return " · ".join(parts)
 
-    # ------------------------------------------------------------------ drawing
-
-    def tick(self) -> None:
-        """Advance the spinner and redraw (call a few times a second)."""
-        self._frame += 1
-        if self._shown is not None:
-            self.clear()
-        self.draw()
-
-    def draw(self) -> None:
-        """Draw the line if a turn is active, it is not hidden, and the console is a terminal."""
-        if not self.active or self.hidden or self._shown is not None or not self.console.is_terminal:
-            return
-        width = max(1, self.console.width)
-        col = int(self._column())
-        if col >= width:
-            return  # a wrap is pending at the last column: a newline would not be where we think
-        line = self.text()
-        while cell_len(line) > width - 1 and len(line) > 1:
-            line = line[:-1]
-        out = self.console.file
-        if col == 0:
-            out.write(f"\r\x1b[2K\x1b[2m{line}\x1b[0m\r")
-            self._shown = 0
-        else:
-            out.write(f"\n\x1b[2K\x1b[2m{line}\x1b[0m\x1b[1A\r" + (f"\x1b[{col}C" if col else ""))
-            self._shown = 1
-        out.flush()
-
-    def clear(self) -> None:
-        """Erase the line if it is drawn (the cursor is left where it was)."""
-        if self._shown is None:
-            return
-        out = self.console.file
-        if self._shown == 0:
-            out.write("\r\x1b[2K")
-        else:
-            col = int(self._column())
-            out.write("\x1b[1B\r\x1b[2K\x1b[1A\r" + (f"\x1b[{col}C" if col else ""))
-        out.flush()
-        self._shown = None
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.active:
+            yield Text(self.text(), style="dim", no_wrap=True, overflow="ellipsis", end="")

@@ -179,6 +179,7 @@ class AgenticLoop:
                 )
                 raise TurnEnded
             request_id = f"{step_id}|{attempt}"
+            window = model_window(turn.model, settings.models)
             await turn.writer.commit(
                 [
                     (
@@ -189,6 +190,8 @@ class AgenticLoop:
                             step_id=step_id,
                             request_id=request_id,
                             attempt=attempt,
+                            context_tokens=est_tokens,
+                            context_window=window.context_window if window.known else None,
                         ),
                     )
                 ],
@@ -203,7 +206,7 @@ class AgenticLoop:
                 messages=messages,
                 tools=tools,
                 request_id=request_id,
-                max_tokens=min(4096, model_window(turn.model, settings.models).max_output_tokens),
+                max_tokens=min(4096, window.max_output_tokens),
             )
             try:
                 response = await self._stream(turn, request, turn_id, step_id, attempt)

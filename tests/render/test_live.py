@@ -159,13 +159,23 @@ class TestRetrySupersedesPartialText:
         assert r.reply == "done"
 
     def test_terminal_strikes_the_partial_text_through(self) -> None:
-        """On a terminal the partial text still on screen is redrawn struck through."""
+        """On a terminal the open (live) part of the failed attempt is printed once, struck through."""
         c = console(force_terminal=True, color_system="standard", height=24)
         r = EventRenderer(c)
         for event in f13_events()[:5]:
             r.render(event)
         text = out(c)
         assert "\x1b[9m" in text or ";9m" in text  # strike
+        assert text.count("I'll start by") == 1  # live only, then printed struck
+
+    def test_raw_terminal_stream_redraws_the_partial_text_struck(self) -> None:
+        """Without markdown a terminal gets the raw stream; the partial text is redrawn struck."""
+        c = console(force_terminal=True, color_system="standard", height=24)
+        r = EventRenderer(c, markdown=False)
+        for event in f13_events()[:5]:
+            r.render(event)
+        text = out(c)
+        assert "\x1b[9m" in text or ";9m" in text
         assert text.count("I'll start by") == 2  # streamed, then redrawn struck
 
     def test_delta_after_retry_starts_a_new_reply(self) -> None:
@@ -205,13 +215,18 @@ class TestTools:
             )
         )
         lines = out(c).splitlines()
-        assert "  │ line 5" in lines
-        assert "  │ line 6" not in lines
-        assert "  │ … (25 more lines)" in lines
-        assert lines[-1] == "  └ ok"
+        assert lines[1:7] == [
+            "  │ line 1",
+            "  │ line 2",
+            "  │ line 3",
+            "  │ … (25 lines not shown)",
+            "  │ line 29",
+            "  │ line 30",
+        ]  # head and tail
+        assert lines[-1] == "  └ ok · 0.0 s"
 
     def test_live_output_is_shown_once_and_truncated(self) -> None:
-        """Live output split mid-line is joined; the result does not repeat it."""
+        """Live output split mid-line is joined; the result does not repeat it; head, then tail."""
         c = console()
         r = EventRenderer(c, max_output_lines=3)
         e = Script()
@@ -233,9 +248,9 @@ class TestTools:
             "● shell $ seq 5",
             "  │ 1",
             "  │ 2",
-            "  │ 3",
-            "  │ … (2 more lines)",
-            "  └ ok (exit 0)",
+            "  │ … (2 lines not shown)",
+            "  │ 5",
+            "  └ ok · exit 0 · 0.0 s",
         ]
 
     def test_error_and_interrupted_results(self) -> None:
@@ -278,7 +293,7 @@ class TestTools:
         assert lines[:2] == ["  │ not unique", "  └ error"]
         assert "  │ child=42" in lines
         assert "  └ interrupted" in lines
-        assert lines[-1] == "  └ exit 2"
+        assert lines[-1] == "  └ exit 2"  # no duration: these calls were never seen starting
 
     def test_error_results_are_red_on_a_terminal(self) -> None:
         c = console(force_terminal=True, color_system="standard")
@@ -525,17 +540,24 @@ def test_long_lines_do_not_break_tool_lines(width: int) -> None:
 class TestMarkdown:
     MD = "Use **bold** and `code`."
 
-    def test_terminal_replaces_the_streamed_text_with_markdown(self) -> None:
-        """On a terminal the raw stream is erased and the final message drawn as markdown."""
+    def test_terminal_streams_markdown_blocks(self) -> None:
+        """On a terminal completed blocks are printed rendered, once; the open one stays live."""
         c = console(force_terminal=True, color_system="standard", height=24)
         r = EventRenderer(c)
         e = Script()
-        r.render(e("assistant.delta", text=self.MD, step_id="s", attempt=1))
-        assert "**bold**" in out(c)
-        r.render(e("assistant.message", text=self.MD, message={}, step_id="s"))
-        after = out(c).rsplit("\x1b[J", 1)[1]
-        assert "bold" in after
-        assert "**" not in after
+        text = "# Title\n\nIntro " + self.MD + "\n\n```python\nprint(1)\n```\n\nlast para"
+        for i in range(0, len(text), 7):
+            r.render(e("assistant.delta", text=text[i : i + 7], step_id="s", attempt=1))
+        printed = out(c)
+        assert "Title" in printed and "print" in printed
+        assert "**" not in printed and "```" not in printed and "# Title" not in printed
+        assert "last para" not in printed  # still open: the live view shows it
+        live = r.open_block()
+        assert live is not None and live.text == "last para"
+        r.render(e("assistant.message", text=text, message={}, step_id="s"))
+        final = out(c)
+        assert final.count("Title") == 1 and final.count("last para") == 1
+        assert r.open_block() is None
         assert not r.midline
 
     def test_plain_consoles_keep_the_raw_text(self) -> None:

@@ -129,7 +129,7 @@ class TestRewind:
     def test_retry_strikes_the_partial_text_in_place(self) -> None:
         """The partial text is redrawn where it was (not duplicated), then the retry line and the reply."""
         c = terminal(20, height=10)
-        r = EventRenderer(c)
+        r = EventRenderer(c, markdown=False)
         r.render(ev(1, "assistant.delta", text="I'll start by looking at the ", attempt=1))
         r.render(ev(2, "assistant.delta", text="files in src", attempt=1))
         r.render(ev(3, "llm.retry", attempt=1, reason="overloaded_error", delay_ms=500))
@@ -142,7 +142,7 @@ class TestRewind:
         assert sum("start by" in line for line in lines) == 1
         assert c.file.getvalue().count("I'll start by") == 2  # type: ignore[attr-defined]  # redrawn once
 
-    def test_markdown_replaces_the_raw_stream(self) -> None:
+    def test_markdown_stream_never_shows_the_raw_syntax(self) -> None:
         c = terminal(30)
         r = EventRenderer(c)
         text = "Use **bold** and a list:\n\n- one\n- two"
@@ -157,7 +157,7 @@ class TestRewind:
     def test_text_scrolled_off_screen_is_not_rewound(self) -> None:
         """A region taller than the screen stays as it is; the retry line still says it is discarded."""
         c = terminal(10, height=4)
-        r = EventRenderer(c)
+        r = EventRenderer(c, markdown=False)
         r.render(ev(1, "assistant.delta", text="one two three four five six seven"))
         r.render(ev(2, "llm.retry", attempt=1, reason="x", delay_ms=1))
         lines = seen(c)
@@ -181,10 +181,18 @@ class TestControlCharacters:
 
     def test_streamed_escape_sequences_cannot_move_the_cursor(self) -> None:
         c = terminal(40)
-        r = EventRenderer(c)
+        r = EventRenderer(c, markdown=False)
         r.render(ev(1, "assistant.delta", text="safe\x1b[2J\x1b[1Aend"))
         r.finish_line()
         assert seen(c) == ["safe\\x1b[2J\\x1b[1Aend"]
+
+    def test_markdown_blocks_cannot_move_the_cursor(self) -> None:
+        c = terminal(40)
+        r = EventRenderer(c)
+        r.render(ev(1, "assistant.delta", text="**safe**\x1b[2J\x1b[1Aend\n\nnext"))
+        r.render(ev(2, "assistant.message", text="**safe**\x1b[2J\x1b[1Aend\n\nnext", message={}))
+        assert "\x1b[2J" not in c.file.getvalue()  # type: ignore[attr-defined]
+        assert "safe\\x1b[2J\\x1b[1Aend" in seen(c)[0]
 
     def test_approval_shows_hidden_characters_of_the_command(self) -> None:
         c = Console(file=io.StringIO(), width=80)
