@@ -26,10 +26,9 @@ import typer
 
 from acagent.cli._app import app, fail
 from acagent.cli._common import build_settings, run_async
+from acagent.cli._ui_input import ANSWERS
 
 __all__ = ["attach_command"]
-
-_ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "always", "always": "always"}
 
 
 @app.command("attach")
@@ -197,8 +196,8 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
                 try:
                     if pending is not None and pending.get("kind") == "question" and text.strip():
                         await client.answer(pending["tool_call_id"], "allow", answer=text)
-                    elif pending is not None and text.strip().lower() in _ANSWERS:
-                        await client.answer(pending["tool_call_id"], _ANSWERS[text.strip().lower()])
+                    elif pending is not None and text.strip().lower() in ANSWERS:
+                        await client.answer(pending["tool_call_id"], ANSWERS[text.strip().lower()])
                     elif text.strip():
                         await client.send(text)
                 except ApprovalNotFound as exc:

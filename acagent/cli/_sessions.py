@@ -12,7 +12,16 @@ from acagent.cli._app import app, fail, sessions_app
 from acagent.cli._common import build_settings, current_dir, run_async
 from acagent.errors import AcagentError
 
-__all__ = ["export_command", "import_command", "list_command", "rename_command", "rm_command", "show_command"]
+__all__ = [
+    "archive_command",
+    "export_command",
+    "import_command",
+    "list_command",
+    "rename_command",
+    "rm_command",
+    "show_command",
+    "unarchive_command",
+]
 
 
 async def _with_journal(settings: Any, fn: Any) -> Any:
@@ -34,8 +43,11 @@ def list_command(
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="Show at most N sessions (newest first).")
     ] = None,
+    archived: Annotated[
+        bool, typer.Option("--archived", help="List the archived sessions (hidden otherwise).")
+    ] = False,
 ) -> None:
-    """List sessions of this working directory, newest first (ids are never cut)."""
+    """List sessions of this working directory, newest first (ids are never cut; archived ones hidden)."""
     settings = build_settings()
     if all_:
         cwd = None
@@ -46,7 +58,12 @@ def list_command(
             fail(exc.message, 2)
 
     async def go(journal: Any) -> list[dict[str, Any]]:
-        return [r.to_public() for r in await journal.list_sessions(cwd=cwd, limit=limit)]
+        rows = await journal.list_sessions(cwd=cwd, limit=limit)
+        if limit is not None and any((r.archived_at is not None) != archived for r in rows):
+            rows = await journal.list_sessions(
+                cwd=cwd
+            )  # the filter drops some: the limit is on what is shown
+        return [r.to_public() for r in rows if (r.archived_at is not None) == archived][:limit]
 
     rows = run_async(lambda: _with_journal(settings, go))
     if json_out:
@@ -112,6 +129,33 @@ def rename_command(
 
     full = run_async(lambda: _with_journal(settings, lambda j: rename_session(j, session_id, title)))
     sys.stdout.write(f"renamed {full}\n")
+
+
+@sessions_app.command("archive")
+def archive_command(
+    session_ids: Annotated[list[str], typer.Argument(help="Session ids or unique prefixes.")],
+) -> None:
+    """Archive sessions: hidden from `sessions list` and the web page's list, still resumable."""
+    _set_archived(session_ids, True)
+
+
+@sessions_app.command("unarchive")
+def unarchive_command(
+    session_ids: Annotated[list[str], typer.Argument(help="Session ids or unique prefixes.")],
+) -> None:
+    """Bring archived sessions back into the session lists."""
+    _set_archived(session_ids, False)
+
+
+def _set_archived(session_ids: list[str], archived: bool) -> None:
+    settings = build_settings()
+    from acagent.store._manage import archive_session
+
+    async def go(journal: Any) -> list[str]:
+        return [await archive_session(journal, sid, archived) for sid in session_ids]
+
+    for full in run_async(lambda: _with_journal(settings, go)):
+        sys.stdout.write(f"{'archived' if archived else 'unarchived'} {full}\n")
 
 
 @sessions_app.command("rm")

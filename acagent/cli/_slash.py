@@ -161,9 +161,10 @@ async def _list(chat: Any) -> list[dict[str, Any]]:
     registry = _runner_registry(chat)
     snap = await chat.client.snapshot()
     cwd = snap.get("cwd")
-    if registry is not None:
-        return [r.to_public() for r in await registry.journal.list_sessions(cwd=cwd, limit=20)]
-    rows = await chat.client.request("GET", "/v1/sessions", params={"cwd": cwd})
+    if registry is not None:  # archived sessions are left out, as in `sessions list`
+        rows = await registry.journal.list_sessions(cwd=cwd)
+        return [r.to_public() for r in rows if r.archived_at is None][:20]
+    rows = await chat.client.request("GET", "/v1/sessions", params={"cwd": cwd, "archived": "false"})
     return list(rows)[:20]
 
 

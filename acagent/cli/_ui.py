@@ -25,11 +25,11 @@ handler. Events that arrive while a prompt is shown are drawn above it (``in_ter
 
 from __future__ import annotations
 
-import signal
 from typing import TYPE_CHECKING, Any
 
 from acagent.cli._common import TURN_END
 from acagent.cli._tty import quiet_input, restore_input
+from acagent.cli._ui_input import InputMixin
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -42,12 +42,11 @@ if TYPE_CHECKING:
 __all__ = ["SessionUI"]
 
 _ACTIVE = ("running", "waiting_tool", "waiting_user")
-_ANSWERS = {"y": "allow", "yes": "allow", "n": "deny", "no": "deny", "a": "always", "always": "always"}
 _REFRESH_S = 0.05
 """Least time between two redraws of the live region caused by events (the timer adds 10/s)."""
 
 
-class SessionUI:
+class SessionUI(InputMixin):
     """The state of one followed session (see module docstring).
 
     Args:
@@ -249,113 +248,6 @@ class SessionUI:
             self.view.stop()
             restore_input(saved)
 
-    async def _approve(self, payload: dict[str, Any]) -> None:
-        from acagent.errors import AcagentError, ApprovalNotFound
-
-        call_id = str(payload.get("tool_call_id"))
-        question = payload.get("kind") == "question"
-        answer: str | None = None
-        self.prompt_for = call_id
-        try:
-            while True:
-                try:
-                    reply = await self._prompt(
-                        [("ansiyellow bold", "answer› " if question else "allow? [y/n/a] ")], history=False
-                    )
-                except KeyboardInterrupt:
-                    await self._cancel()
-                    return
-                except EOFError:
-                    reply = "" if question else "n"
-                if reply is None:  # resolved elsewhere, or the turn ended
-                    return
-                if question:
-                    decision, answer = "allow", reply
-                    break
-                decision_or_none = _ANSWERS.get(reply.strip().lower())
-                if decision_or_none is not None:
-                    decision = decision_or_none
-                    break
-                self._note("answer y (yes), n (no) or a (always for this session)")
-        finally:
-            self.prompt_for = None
-        try:
-            await self.client.answer(call_id, decision, answer=answer)
-        except ApprovalNotFound:
-            self._note("that approval was already resolved")
-        except AcagentError as exc:
-            self._error(exc)
-
-    async def _cancel(self) -> None:
-        from acagent.errors import AcagentError
-
-        self.cancel_presses += 1
-        if self.cancel_presses == 1:
-            more = "Ctrl-C again to detach" if self.attach else "Ctrl-C twice more to quit"
-            self._note(f"interrupting… ({more})")
-            try:
-                await self.client.cancel(turn_id=self.turn_id or None)  # only the turn shown
-            except AcagentError as exc:
-                self._error(exc)
-        elif self.cancel_presses >= (2 if self.attach else 3):
-            self._note("detaching" if self.attach else "quitting")
-            self.quit_code = 0 if self.attach else 130
-            if self.tg is not None:
-                self.tg.cancel_scope.cancel()
-
-    # ------------------------------------------------------------------ input
-
-    async def _prompt(self, message: Any, *, history: bool) -> str | None:
-        """One line of input, or None when the prompt was closed by an event.
-
-        Raises:
-            KeyboardInterrupt: Ctrl-C.
-            EOFError: Ctrl-D on an empty line.
-        """
-        import anyio
-        from prompt_toolkit.formatted_text import FormattedText
-
-        self.view.stop()
-        self.renderer.finish_line()
-        session = self.session if history else self.ask_session
-        default, self.typed = (self.typed, "") if history else ("", self.typed)
-        with anyio.CancelScope() as scope:
-            self.prompt_scope, self.prompting = scope, True
-            try:
-                return str(
-                    await session.prompt_async(FormattedText(message), handle_sigint=False, default=default)
-                )
-            finally:
-                self.prompt_scope, self.prompting = None, False
-                if self.turn_id is not None:
-                    self.view.start()
-        return None
-
-    async def _watch_sigint(self) -> None:
-        import anyio
-
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGHUP, signal.SIGTERM) as signals:
-            async for signum in signals:
-                if signum != signal.SIGINT:  # the terminal went away, or kill: stop the turn, exit
-                    self.quit_code = 128 + int(signum)
-                    if self.tg is not None:
-                        self.tg.cancel_scope.cancel()
-                    return
-                self._after_caret_c()
-                if self.turn_id is not None:
-                    await self._cancel()
-                elif self.prompt_scope is None:
-                    self._note("(Ctrl-C: nothing is running)")
-
-    def _after_caret_c(self) -> None:
-        """The terminal echoed ``^C``: end that line (or overwrite the echo at column 0)."""
-        from rich.control import Control
-
-        if self.renderer.midline:
-            self.renderer.finish_line()
-        elif self.console.is_terminal and not self.view.running:
-            self.console.control(Control.move_to_column(0))
-
     # ------------------------------------------------------------------ events
 
     async def _consume(self) -> None:
@@ -409,6 +301,8 @@ class SessionUI:
     def _history(self, events: list[Event]) -> None:
         from rich.text import Text
 
+        for event in events:  # a turn in progress: its phase, elapsed time, tokens and fill so far
+            self.status.update(event)
         if events:
             self.console.rule(Text("history", style="dim"), style="dim")
             self.renderer.render_history(events)

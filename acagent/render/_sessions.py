@@ -12,6 +12,7 @@ from rich.text import Text
 
 from acagent.events import Event
 from acagent.render._live import EventRenderer
+from acagent.render._status import context_fill, fill_text
 
 __all__ = ["sessions_table", "show_session", "status_style", "summarize_steps"]
 
@@ -124,6 +125,14 @@ def _cost_text(usage: dict[str, Any]) -> str:
     return f"${cost:.4f}" + ("" if usage.get("cost_complete", True) else "+ (some calls unpriced)")
 
 
+def _context_text(events: Sequence[Event]) -> str:
+    """The context fill of the last request (the runner's estimate), or ``unknown``."""
+    fill = context_fill(events)
+    if fill is None:
+        return "unknown (no model call recorded it yet)"
+    return fill_text(*fill, long=True) + " (estimated, last request)"
+
+
 def show_session(
     info: dict[str, Any],
     steps: Sequence[Any],
@@ -147,6 +156,8 @@ def show_session(
     head.append(str(info.get("id", "")), style="bold")
     head.append("  ")
     head.append(status, style=status_style(status))
+    if info.get("archived"):
+        head.append("  archived", style="dim")
     console.print(head, highlight=False)
     usage = info.get("usage") or {}
     summary = summarize_steps(steps)
@@ -163,6 +174,7 @@ def show_session(
             f"{int(usage.get('input_tokens') or 0):,} in · {int(usage.get('output_tokens') or 0):,} out tokens",
         ),
         ("cost", _cost_text(usage)),
+        ("context", _context_text(events)),
         (
             "llm calls",
             _plural(len(summary), "step")

@@ -42,6 +42,16 @@ def _fill_of(event: Event) -> tuple[int, int | None] | None:
     return None
 
 
+def _monotonic_at(event: Event) -> float | None:
+    """The envelope's commit time on this process's monotonic clock (None when ``ts`` is bad)."""
+    from acagent.render._tools import event_time
+
+    at = event_time(event)
+    if at is None:
+        return None
+    return time.monotonic() - max(0.0, time.time() - at)
+
+
 def context_fill(events: Iterable[Event]) -> tuple[int, int | None] | None:
     """The latest context fill in ``events``: ``(estimated tokens, window or None)``; None if unknown."""
     fill: tuple[int, int | None] | None = None
@@ -109,6 +119,8 @@ class StatusLine:
             return
         if kind in ("turn.started", "user.message", "step.started"):
             self.start("waiting for the model")
+            if kind == "turn.started":  # elapsed from the turn's own start, wherever it is watched from
+                self._started = _monotonic_at(event) or self._started
         elif not self.active:
             self._totals(kind, p)
             return

@@ -24,6 +24,7 @@ from starlette.websockets import WebSocket
 
 from acagent._text import clean_text
 from acagent.errors import AcagentError, ConfigError, DaemonStopping, UserError
+from acagent.server._archive import add_archive_routes, archived_filter
 from acagent.server._limits import BodyLimit
 from acagent.server._observe import add_compact_route, add_metrics_route, check_session_limits
 from acagent.server._security import COOKIE_NAME, Guard, _same
@@ -156,6 +157,9 @@ class SessionOut(BaseModel):
     """A turn runs in the daemon right now."""
     subscribers: int = 0
     """Live bus subscribers (attached clients + the transcript writer)."""
+    archived: bool = False
+    """Archived: left out of ``GET /v1/sessions?archived=false`` (the web page's default list)."""
+    archived_at: str | None = None
 
 
 class TurnAccepted(BaseModel):
@@ -430,8 +434,10 @@ def create_app(state: DaemonState) -> FastAPI:
     async def list_sessions(
         cwd: Annotated[Text | None, Query(max_length=4096)] = None,
         limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+        archived: bool | None = None,
     ) -> list[dict[str, Any]]:
-        """Sessions, newest first (``updated_at``), optionally of one working directory."""
+        """Sessions, newest first (``updated_at``), optionally of one working directory;
+        ``archived=false`` leaves archived sessions out, ``archived=true`` lists only them."""
         if cwd is not None:
             from acagent.runner import canonical_cwd
 
@@ -439,7 +445,8 @@ def create_app(state: DaemonState) -> FastAPI:
                 cwd = canonical_cwd(cwd)
             except UserError:
                 pass  # a directory that is gone: match the stored string as given
-        rows = await state.journal.list_sessions(cwd=cwd, limit=limit)
+        rows = await state.journal.list_sessions(cwd=cwd, limit=limit if archived is None else None)
+        rows = archived_filter(rows, archived, limit)
         pending = await _pending_by_session(state)
         return [_session_out(state, row, pending) for row in rows]
 
@@ -448,6 +455,8 @@ def create_app(state: DaemonState) -> FastAPI:
         """Status, last seq, pending approvals, usage, warnings."""
         row = await state.journal.get_session(session_id)
         return _session_out(state, row, await _pending_by_session(state, session_id))
+
+    add_archive_routes(app, state, get_session, response_model=SessionOut, responses=ERRORS)
 
     @app.patch("/v1/sessions/{session_id}", response_model=SessionOut, responses=ERRORS, tags=["sessions"])
     async def patch_session(session_id: str, body: RenameSession) -> dict[str, Any]:

@@ -1,6 +1,11 @@
-"""Session housekeeping on the SQLite journal: rename and remove (``acagent sessions rename|rm``).
+"""Session housekeeping on the journal: rename, archive and remove (``acagent sessions
+rename|archive|unarchive|rm``).
 
-Both run as one transaction under ``BEGIN IMMEDIATE``. Removing refuses a session a live process
+Rename and archive change one column of the session row (``title``, ``archived_at``) and nothing
+else — not the status, the lease, the fencing token or ``last_seq`` — so they never disturb a turn
+in progress, and an archived session resumes like any other (archiving only hides it from
+session lists). They run on SQLite and, through the sync bridge, on PostgreSQL. Removing runs as
+one transaction under ``BEGIN IMMEDIATE``. Removing refuses a session a live process
 is working on (status active and the lease not expired): cancel it first. It deletes the
 session's events, steps and tool calls and the session row, then its transcript files; usage
 rows stay (spend limits count what was spent, whatever happened to the session since).
@@ -20,7 +25,7 @@ from acagent.errors import SessionBusy, UserError
 from acagent.store._ops import ACTIVE
 from acagent.store._transcript import transcript_path
 
-__all__ = ["remove_session", "rename_session"]
+__all__ = ["archive_session", "remove_session", "rename_session"]
 
 TITLE_MAX = 200
 """Longest title accepted, characters."""
@@ -31,6 +36,17 @@ def _sqlite(journal: Any) -> Any:
     if run is None:
         raise UserError("renaming and removing sessions needs the SQLite journal")
     return run
+
+
+async def _update_row(journal: Any, session_id: str, sql: str, args: tuple[Any, ...]) -> str:
+    """Run ``sql`` (its last placeholder is the id) on the session ``session_id`` names; its full id."""
+    row = await journal.find_session(session_id)
+
+    def tx(db: sqlite3.Connection) -> None:
+        db.execute(sql, (*args, row.id))
+
+    await _sqlite(journal)(tx)
+    return str(row.id)
 
 
 async def rename_session(journal: Any, session_id: str, title: str) -> str:
@@ -51,13 +67,22 @@ async def rename_session(journal: Any, session_id: str, title: str) -> str:
         raise UserError("the title is empty; give the session a name")
     if len(title) > TITLE_MAX:
         raise UserError(f"the title is {len(title)} characters; at most {TITLE_MAX}")
-    row = await journal.find_session(session_id)
+    return await _update_row(journal, session_id, "UPDATE session SET title = ? WHERE id = ?", (title,))
 
-    def tx(db: sqlite3.Connection) -> None:
-        db.execute("UPDATE session SET title = ? WHERE id = ?", (title, row.id))
 
-    await _sqlite(journal)(tx)
-    return str(row.id)
+async def archive_session(journal: Any, session_id: str, archived: bool = True) -> str:
+    """Set (``archived``) or clear the session's ``archived_at``; returns its full id.
+
+    Archiving again keeps the first time it was archived. Raises ``SessionNotFound`` for an
+    unknown or ambiguous id (or prefix).
+    """
+    from acagent.events import now_ts
+
+    if archived:
+        sql, args = "UPDATE session SET archived_at = COALESCE(archived_at, ?) WHERE id = ?", (now_ts(),)
+    else:
+        sql, args = "UPDATE session SET archived_at = NULL WHERE id = ?", ()
+    return await _update_row(journal, session_id, sql, args)
 
 
 async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> str:

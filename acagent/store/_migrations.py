@@ -121,7 +121,17 @@ def m003_usage(db: sqlite3.Connection) -> None:
     create(db)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_transcript_stat, m003_usage]
+def m004_archived(db: sqlite3.Connection) -> None:
+    """``session.archived_at``: when the session was archived (NULL: not archived)."""
+    db.execute("ALTER TABLE session ADD COLUMN archived_at TEXT")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    m001_initial,
+    m002_transcript_stat,
+    m003_usage,
+    m004_archived,
+]
 
 
 def migrate(db: sqlite3.Connection) -> list[str]:

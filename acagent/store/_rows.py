@@ -70,6 +70,8 @@ class SessionRow:
     tail_bytes: int
     warnings: str | None
     transcript_stat: str | None
+    archived_at: str | None = None
+    """When the session was archived (hidden from session lists; still resumable), else None."""
 
     def to_public(self) -> dict[str, Any]:
         """The fields shown by ``sessions list --json`` and the HTTP API."""
@@ -92,6 +94,8 @@ class SessionRow:
                 "llm_retries": self.llm_retries,
             },
             "warnings": orjson.loads(self.warnings) if self.warnings else [],
+            "archived": self.archived_at is not None,
+            "archived_at": self.archived_at,
         }
 
 

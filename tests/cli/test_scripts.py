@@ -121,3 +121,39 @@ def test_refused_connection_fails_at_once_and_writes_nothing(cli: Any, workspace
     assert r.stderr.strip().count("\n") == 0
     assert elapsed < 8, elapsed  # start-up included; the retry path took 10-17 s
     assert json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout) == []
+
+
+def test_sessions_archive_hides_and_resume_still_works(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """`sessions archive` hides a session from `sessions list` (`--archived` lists it) without
+    touching its status or lease: it resumes like any other; `unarchive` brings it back;
+    `sessions show` says it is archived and shows the context fill of the last request."""
+    (cli.home / "config.toml").write_text('[models."openai:mock"]\ncontext_window = 40000\n')
+    base = ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url]
+    mock.script(TextReply("one"), TextReply("two"), TextReply("three"))
+    for prompt in ("first", "second"):
+        assert _run(cli, *base, prompt, cwd=workspace).returncode == 0
+    ids = [row["id"] for row in json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)]
+    r = _run(cli, "sessions", "archive", ids[0][:-4], cwd=workspace)
+    assert r.returncode == 0 and r.stdout == f"archived {ids[0]}\n", r.stderr
+    shown = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)
+    assert [row["id"] for row in shown] == ids[1:]
+    limited = json.loads(_run(cli, "sessions", "list", "--json", "--limit", "1", cwd=workspace).stdout)
+    assert [row["id"] for row in limited] == ids[1:2]  # the limit counts what is shown
+    archived = json.loads(_run(cli, "sessions", "list", "--json", "--archived", cwd=workspace).stdout)
+    assert [row["id"] for row in archived] == ids[:1] and archived[0]["archived"] is True
+    assert archived[0]["archived_at"] and archived[0]["status"] == "done"
+    show = _run(cli, "sessions", "show", ids[0], cwd=workspace)
+    assert show.returncode == 0 and "archived" in show.stdout.splitlines()[0], show.stdout
+    assert "context" in show.stdout and "/ 40,000 tokens (" in show.stdout, show.stdout
+    # resume an archived session: the turn runs, the session stays archived (hidden)
+    r = _run(cli, *base, "--resume", ids[0], "again", cwd=workspace)
+    assert r.returncode == 0 and r.stdout == "three\n", r.stderr
+    assert mock.requests[-1].json["messages"][-1]["content"] == "again"
+    listed = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)
+    assert [row["id"] for row in listed] == [ids[1]]
+    r = _run(cli, "sessions", "unarchive", ids[0], cwd=workspace)
+    assert r.returncode == 0 and r.stdout == f"unarchived {ids[0]}\n"
+    rows = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)
+    assert {row["id"] for row in rows} == set(ids) and not any(row["archived"] for row in rows)
+    r = _run(cli, "sessions", "archive", "ses_nope", cwd=workspace)
+    assert r.returncode == 1 and "matches no session" in r.stderr and "Traceback" not in r.stderr

@@ -368,3 +368,65 @@ def test_page_markdown_tools_status_sessions_and_phone(
         assert browser.js("window.acagent.rendered") == list(range(1, last + 1))  # no duplicate bubble
     finally:
         browser.close()
+
+
+def test_page_archive_filter_and_context_fill(
+    start_daemon: Any, workspace: Path, tmp_path: Path, mock: MockProvider
+) -> None:
+    """Archive from the page: the session leaves the list (archived ones are hidden by default),
+    the "archived" filter shows it, Unarchive brings it back; the live status shows the context
+    fill of a configured window (``ctx N%``) during a turn."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[models."openai:mock"]\ncontext_window = 50000\n')
+    d: Daemon = start_daemon()
+    keep = d.create(workspace, title="keep me")["id"]
+    gone = d.create(workspace, title="archive me")["id"]
+    browser = Browser(tmp_path / "profile")
+    listed = "document.getElementById('sessions').innerText"
+    try:
+        browser.goto(f"{d.url}/login?token={d.token}")
+        browser.goto(f"{d.url}/?cwd={workspace}#{gone}")
+        wait_for(lambda: browser.js("document.getElementById('conn').className") == "up", 15, what="attached")
+        assert "archive me" in browser.js(listed) and "keep me" in browser.js(listed)
+        assert browser.js("document.getElementById('archive').textContent") == "Archive"
+        browser.js("document.getElementById('archive').click(); true")
+        wait_for(lambda: "archive me" not in browser.js(listed), 10, what="archived session hidden")
+        assert "keep me" in browser.js(listed)
+        assert d.session(gone)["archived"] is True and d.session(gone)["status"] == "pending"
+        browser.js("const f = document.getElementById('sfilter'); f.value = 'archived'; "
+                   "f.dispatchEvent(new Event('change')); true")  # fmt: skip
+        wait_for(lambda: "archive me" in browser.js(listed), 10, what="the archived filter")
+        assert "keep me" not in browser.js(listed) and "archived" in browser.js(listed)
+        assert browser.js("document.getElementById('archive').textContent") == "Unarchive"
+        browser.screenshot(SCREENSHOT.with_name("web-archived-filter.png"))
+        browser.js("document.getElementById('archive').click(); true")
+        wait_for(lambda: "No archived sessions." in browser.js(listed), 10, what="unarchived")
+        assert d.session(gone)["archived"] is False
+        # an archived session still takes messages and resumes: archive, then send
+        assert d.http.post(f"/v1/sessions/{keep}/archive").json()["archived"] is True
+        browser.js("const f = document.getElementById('sfilter'); f.value = ''; "
+                   "f.dispatchEvent(new Event('change')); true")  # fmt: skip
+        wait_for(lambda: "archive me" in browser.js(listed) and "keep me" not in browser.js(listed), 10)
+        browser.js(f"location.hash = '#{keep}'; true")
+        browser.goto(f"{d.url}/?cwd={workspace}#{keep}")
+        wait_for(lambda: browser.js("window.acagent.sid") == keep, 15)
+        wait_for(lambda: browser.js("document.getElementById('conn').className") == "up", 15, what="attached")
+        browser.js("document.getElementById('text').value = 'slow 2 finally'; "
+                   "document.getElementById('composer').requestSubmit(); true")  # fmt: skip
+        status = wait_for(
+            lambda: (
+                t
+                if "ctx " in (t := browser.js("document.getElementById('status').innerText") or "")
+                else None
+            ),
+            15,
+            what="the context fill in the live status",
+        )
+        assert "ctx " in status and "%" in status.split("ctx ", 1)[1], status
+        browser.screenshot(SCREENSHOT.with_name("web-context-fill.png"))
+        d.wait_status(keep, ("done",))
+        assert "finally" in browser.js("document.getElementById('log').innerText")
+        assert browser.errors() == []
+    finally:
+        browser.close()

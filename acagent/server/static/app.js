@@ -117,21 +117,26 @@ async function listSessions() {
   const cwd = $("cwd").value.trim();
   localStorage.setItem("acagent.cwd", cwd);
   try {
-    const wanted = $("sfilter").value;
-    const rows = (await api("GET", "/v1/sessions" + (cwd ? "?cwd=" + encodeURIComponent(cwd) : "")))
-      .filter((s) => !wanted || s.status === wanted);
+    const wanted = $("sfilter").value;          // "archived": only those; otherwise they stay hidden
+    const q = new URLSearchParams({ archived: wanted === "archived" ? "true" : "false" });
+    if (cwd) q.set("cwd", cwd);
+    const rows = (await api("GET", "/v1/sessions?" + q.toString()))
+      .filter((s) => !wanted || wanted === "archived" || s.status === wanted);
+    S.rows = Object.fromEntries(rows.map((s) => [s.id, s]));
+    drawArchive();
     const ul = $("sessions"); ul.replaceChildren();
     for (const s of rows) {
       const li = el("li"); li.dataset.id = s.id;
       if (s.id === S.sid) li.classList.add("active");
       li.append(el("div", "t", s.title || "(untitled)"),
                 el("div", "m", s.status + " · " + s.id + " · seq " + s.last_seq +
-                                (s.pending_approvals.length ? " · approval pending" : "")),
+                                (s.pending_approvals.length ? " · approval pending" : "") +
+                                (s.archived ? " · archived" : "")),
                 el("div", "m", cwd ? "" : s.cwd));
       li.onclick = () => openSession(s.id);
       ul.append(li);
     }
-    if (!rows.length) ul.append(el("li", "m", "No sessions here yet."));
+    if (!rows.length) ul.append(el("li", "m", wanted === "archived" ? "No archived sessions." : "No sessions here yet."));
     listMcp(cwd);
   } catch (e) { setErr(e.message); }
 }
@@ -165,7 +170,7 @@ function openSession(id) {
   Object.assign(S, { sid: id, last: 0, backoff: 0, seen: new Set(), rendered: [], streams: {}, tools: {},
                      approvals: {}, status: "", text: "" });
   $("log").replaceChildren(); $("approvals").replaceChildren();
-  Object.assign(ST, { active: false, tokens: 0, cost: null }); drawStatus();
+  Object.assign(ST, { active: false, turn: null, tokens: 0, cost: null, ctx: null }); drawStatus(); drawArchive();
   $("text").disabled = $("send").disabled = $("cancel").disabled = false;
   for (const li of document.querySelectorAll("#sessions li")) li.classList.toggle("active", li.dataset.id === id);
   $("shead").textContent = "Session " + id;
@@ -258,14 +263,32 @@ function drawMarkdown(s) {
 }
 
 // The live status of a turn, as in the terminal: spinner, phase, elapsed, tokens (and cost).
-const ST = { active: false, turn: null, phase: "", started: 0, tokens: 0, cost: null, retryUntil: 0, frame: 0 };
+const ST = { active: false, turn: null, phase: "", started: 0, tokens: 0, cost: null, retryUntil: 0, frame: 0, ctx: null };
+// The context fill as the terminal shows it (acagent/render/_status.py fill_text): the runner's
+// estimate of the last request (step.started context_tokens / context_window; after a
+// compaction its tokens_after) — "ctx 42%", or the tokens alone when the window is unknown.
+function ctxFollow(t, p) {
+  if (t === "step.started" && Number.isInteger(p.context_tokens)) {
+    ST.ctx = { tokens: p.context_tokens, window: p.context_window > 0 ? p.context_window : null };
+  } else if (t === "context.compacted" && Number.isInteger(p.tokens_after)) {
+    ST.ctx = { tokens: p.tokens_after, window: ST.ctx ? ST.ctx.window : null };
+  }
+}
+function ctxText(c) {
+  if (!c) return "";
+  if (!c.window) return "ctx " + c.tokens.toLocaleString("en-US") + " tokens";
+  const pct = 100 * c.tokens / c.window;
+  return "ctx " + (pct >= 1 || c.tokens === 0 ? pct.toFixed(0) + "%" : "<1%");
+}
 const SPIN = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏";
 function statusFollow(ev) {
   const p = ev.payload || {}, t = ev.type;
   if (p.turn_id) ST.turn = p.turn_id;  // the turn Cancel targets (a later turn is never cancelled)
+  ctxFollow(t, p);
   if (t === "turn.completed" || t === "turn.interrupted" || t === "turn.failed") { ST.active = false; drawStatus(); return; }
   if (t === "turn.started" || t === "user.message" || t === "step.started") {
     if (!ST.active) ST.started = Date.now();
+    if (t === "turn.started") ST.started = Math.min(Date.now(), Date.parse(ev.ts) || Date.now());
     ST.active = true; ST.phase = "waiting for the model";
   } else if (!ST.active) return;
   if (t === "assistant.delta") ST.phase = p.kind === "reasoning" ? "thinking" : "streaming";
@@ -288,6 +311,7 @@ function drawStatus() {
   const parts = [SPIN[ST.frame++ % SPIN.length] + " " + phase, ((Date.now() - ST.started) / 1000).toFixed(1) + " s"];
   if (ST.tokens) parts.push(ST.tokens.toLocaleString("en-US") + " tokens");
   if (ST.cost != null) parts.push("$" + ST.cost.toFixed(4));
+  if (ST.ctx) parts.push(ctxText(ST.ctx));
   parts.push("Cancel to interrupt");
   node.textContent = parts.join(" · ");
   node.classList.remove("hidden");
@@ -337,8 +361,9 @@ function render(ev) {
                        ? "$ " + p.arguments.command : short(p.arguments, 400)));
       const badge = el("span", "note", ""); summary.append(" ", badge);
       const out = el("pre", "out", ""); node.append(summary, out);
-      S.tools[p.tool_call_id] = { node, out, len: 0, badge }; break;
+      S.tools[p.tool_call_id] = { node, out, len: 0, badge, started: Date.parse(ev.ts) }; break;
     }
+    case "tool.started": { const t = S.tools[p.tool_call_id]; if (t) t.started = Date.parse(ev.ts) || t.started; break; }
     case "tool.output": {
       const t = S.tools[p.tool_call_id]; if (!t) break;
       if (t.len < 20000) { t.out.textContent += p.text; t.len += p.text.length; } break;
@@ -348,8 +373,9 @@ function render(ev) {
       if (!t) { const node = add(el("div", "msg tool")); t = { node, out: el("pre", "out", ""), len: 0 }; node.append(t.out); }
       if (p.status !== "ok") t.node.classList.add(p.status === "error" ? "err" : "int");
       if (!t.len) t.out.textContent = short(p.content || "", 4000);
+      const took = Date.parse(ev.ts) - t.started;   // tool.started (else tool.call) → tool.result
       const result = "→ " + p.status + (p.exit_code != null ? " (exit " + p.exit_code + ")" : "") +
-                     (p.duration_ms != null ? " · " + (p.duration_ms / 1000).toFixed(1) + " s" : "");
+                     (took >= 0 ? " · " + (took / 1000).toFixed(1) + " s" : "");
       if (t.badge) { t.badge.textContent = result; t.badge.className = "note " + (p.status === "ok" ? "ok" : "warn"); }
       else t.node.append(el("div", "note " + (p.status === "ok" ? "ok" : "warn"), result));
       break;
@@ -364,7 +390,8 @@ function render(ev) {
     case "turn.failed": note("turn failed: " + (p.message || ""), "err"); refreshSoon(); break;
     case "error": note((p.code ? p.code + ": " : "") + (p.message || ""), "err"); break;
     case "usage": $("hinfo").textContent = "status: " + (S.status || "?") + " · tokens " +
-                  (p.session_input_tokens || 0) + " in / " + (p.session_output_tokens || 0) + " out"; break;
+                  (p.session_input_tokens || 0) + " in / " + (p.session_output_tokens || 0) + " out" +
+                  (ST.ctx ? " · " + ctxText(ST.ctx) : ""); break;
     default: break;
   }
 }
@@ -428,6 +455,23 @@ $("rename").onclick = async () => {
   if (!title || !title.trim()) return;
   try { await api("PATCH", "/v1/sessions/" + encodeURIComponent(S.sid), { title }); listSessions(); }
   catch (e) { note(e.message, "err"); }
+};
+// Archive / Unarchive the open session (POST /v1/sessions/{id}/archive|unarchive): archived
+// sessions leave the list unless the filter asks for them.
+function drawArchive() {
+  const s = S.rows && S.sid ? S.rows[S.sid] : null;
+  $("archive").textContent = s && s.archived ? "Unarchive" : "Archive";
+}
+$("archive").onclick = async () => {
+  if (!S.sid) return;
+  const s = S.rows ? S.rows[S.sid] : null;
+  const verb = s && s.archived ? "unarchive" : "archive";
+  try {
+    const row = await api("POST", "/v1/sessions/" + encodeURIComponent(S.sid) + "/" + verb);
+    note("session " + (row.archived ? "archived" : "unarchived"), "ok");
+    await listSessions();
+    if (S.rows && !S.rows[S.sid]) { S.rows[S.sid] = row; drawArchive(); }
+  } catch (e) { note(e.message, "err"); }
 };
 $("download").onclick = async () => {      // the transcript as JSONL, the format `acagent import` reads
   if (!S.sid) return;

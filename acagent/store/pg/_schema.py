@@ -154,7 +154,12 @@ CREATE FUNCTION acagent_daemon_alive(daemon_id TEXT) RETURNS BOOLEAN LANGUAGE sq
 $$;
 """
 
-PG_MIGRATIONS: list[tuple[str, str]] = [("m001_initial", M001)]
+M002 = """
+ALTER TABLE session ADD COLUMN archived_at TEXT;
+"""
+"""``session.archived_at``: when the session was archived (NULL: not archived); SQLite's ``m004_archived``."""
+
+PG_MIGRATIONS: list[tuple[str, str]] = [("m001_initial", M001), ("m002_archived", M002)]
 """``(name, sql)`` in order; append only."""
 
 REQUIRED_TABLES = ("session", "event", "step", "tool_call", "usage", "daemon", "inbox")
