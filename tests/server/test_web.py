@@ -384,6 +384,11 @@ def test_page_archive_filter_and_context_fill(
     gone = d.create(workspace, title="archive me")["id"]
     browser = Browser(tmp_path / "profile")
     listed = "document.getElementById('sessions').innerText"
+
+    def choose(status: str) -> None:  # pick an entry of the status filter, as a click would
+        browser.js(f"(() => {{ const f = document.getElementById('sfilter'); f.value = {json.dumps(status)}; "
+                   "f.dispatchEvent(new Event('change')); return true; })()")  # fmt: skip
+
     try:
         browser.goto(f"{d.url}/login?token={d.token}")
         browser.goto(f"{d.url}/?cwd={workspace}#{gone}")
@@ -394,8 +399,7 @@ def test_page_archive_filter_and_context_fill(
         wait_for(lambda: "archive me" not in browser.js(listed), 10, what="archived session hidden")
         assert "keep me" in browser.js(listed)
         assert d.session(gone)["archived"] is True and d.session(gone)["status"] == "pending"
-        browser.js("const f = document.getElementById('sfilter'); f.value = 'archived'; "
-                   "f.dispatchEvent(new Event('change')); true")  # fmt: skip
+        choose("archived")
         wait_for(lambda: "archive me" in browser.js(listed), 10, what="the archived filter")
         assert "keep me" not in browser.js(listed) and "archived" in browser.js(listed)
         assert browser.js("document.getElementById('archive').textContent") == "Unarchive"
@@ -405,10 +409,8 @@ def test_page_archive_filter_and_context_fill(
         assert d.session(gone)["archived"] is False
         # an archived session still takes messages and resumes: archive, then send
         assert d.http.post(f"/v1/sessions/{keep}/archive").json()["archived"] is True
-        browser.js("const f = document.getElementById('sfilter'); f.value = ''; "
-                   "f.dispatchEvent(new Event('change')); true")  # fmt: skip
+        choose("")
         wait_for(lambda: "archive me" in browser.js(listed) and "keep me" not in browser.js(listed), 10)
-        browser.js(f"location.hash = '#{keep}'; true")
         browser.goto(f"{d.url}/?cwd={workspace}#{keep}")
         wait_for(lambda: browser.js("window.acagent.sid") == keep, 15)
         wait_for(lambda: browser.js("document.getElementById('conn').className") == "up", 15, what="attached")

@@ -496,4 +496,9 @@ $("refresh").onclick = listSessions;
 $("create").onclick = createSession;
 $("cwd").addEventListener("keydown", (e) => { if (e.key === "Enter") listSessions(); });
 $("cwd").value = new URLSearchParams(location.search).get("cwd") || localStorage.getItem("acagent.cwd") || "";
-listSessions().then(() => { if (location.hash.length > 1) openSession(decodeURIComponent(location.hash.slice(1))); });
+function openFromHash() {                // #ses_… opens that session (also an archived one)
+  const id = decodeURIComponent(location.hash.slice(1));
+  if (id && id !== S.sid) openSession(id);
+}
+window.addEventListener("hashchange", openFromHash);
+listSessions().then(openFromHash);
