@@ -79,10 +79,9 @@ async def archive_session(journal: Any, session_id: str, archived: bool = True) 
     from acagent.events import now_ts
 
     if archived:
-        sql, args = "UPDATE session SET archived_at = COALESCE(archived_at, ?) WHERE id = ?", (now_ts(),)
-    else:
-        sql, args = "UPDATE session SET archived_at = NULL WHERE id = ?", ()
-    return await _update_row(journal, session_id, sql, args)
+        sql = "UPDATE session SET archived_at = COALESCE(archived_at, ?) WHERE id = ?"
+        return await _update_row(journal, session_id, sql, (now_ts(),))
+    return await _update_row(journal, session_id, "UPDATE session SET archived_at = NULL WHERE id = ?", ())
 
 
 async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> str:
