@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["SessionUI"]
 
 _ACTIVE = ("running", "waiting_tool", "waiting_user")
+_SHOWN = frozenset(
+    {"user.message", "assistant.message", "assistant.delta", "tool.call", "approval.requested", "error"}
+)
+"""Event types that make a history worth a ``history`` rule."""
 _REFRESH_S = 0.05
 """Least time between two redraws of the live region caused by events (the timer adds 10/s)."""
 
@@ -303,10 +307,12 @@ class SessionUI(InputMixin):
 
         for event in events:  # a turn in progress: its phase, elapsed time, tokens and fill so far
             self.status.update(event)
-        if events:
+        ruled = any(e.type in _SHOWN for e in events)  # no frame for a session that said nothing yet
+        if ruled:
             self.console.rule(Text("history", style="dim"), style="dim")
-            self.renderer.render_history(events)
-            self.renderer.finish_line()
+        self.renderer.render_history(events)
+        self.renderer.finish_line()
+        if ruled:
             self.console.rule(style="dim")
         self.history_done.set()
 
