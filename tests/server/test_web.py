@@ -413,6 +413,9 @@ def test_page_archive_filter_and_context_fill(
         wait_for(lambda: "archive me" in browser.js(listed) and "keep me" not in browser.js(listed), 10)
         browser.goto(f"{d.url}/?cwd={workspace}#{keep}")
         wait_for(lambda: browser.js("window.acagent.sid") == keep, 15)
+        wait_for(  # not in the list, yet the page knows it is archived
+            lambda: browser.js("document.getElementById('archive').textContent") == "Unarchive", 10
+        )
         wait_for(lambda: browser.js("document.getElementById('conn').className") == "up", 15, what="attached")
         browser.js("document.getElementById('text').value = 'slow 2 finally'; "
                    "document.getElementById('composer').requestSubmit(); true")  # fmt: skip

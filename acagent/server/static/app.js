@@ -123,6 +123,7 @@ async function listSessions() {
     const rows = (await api("GET", "/v1/sessions?" + q.toString()))
       .filter((s) => !wanted || wanted === "archived" || s.status === wanted);
     S.rows = Object.fromEntries(rows.map((s) => [s.id, s]));
+    if (S.rows[S.sid]) S.openRow = S.rows[S.sid];
     drawArchive();
     const ul = $("sessions"); ul.replaceChildren();
     for (const s of rows) {
@@ -170,7 +171,12 @@ function openSession(id) {
   Object.assign(S, { sid: id, last: 0, backoff: 0, seen: new Set(), rendered: [], streams: {}, tools: {},
                      approvals: {}, status: "", text: "" });
   $("log").replaceChildren(); $("approvals").replaceChildren();
-  Object.assign(ST, { active: false, turn: null, tokens: 0, cost: null, ctx: null }); drawStatus(); drawArchive();
+  Object.assign(ST, { active: false, turn: null, tokens: 0, cost: null, ctx: null }); drawStatus();
+  S.openRow = (S.rows && S.rows[id]) || null; drawArchive();
+  if (!S.openRow) {                      // not in the list (archived, or another directory): ask
+    api("GET", "/v1/sessions/" + encodeURIComponent(id))
+      .then((row) => { if (S.sid === id) { S.openRow = row; drawArchive(); } }).catch(() => {});
+  }
   $("text").disabled = $("send").disabled = $("cancel").disabled = false;
   for (const li of document.querySelectorAll("#sessions li")) li.classList.toggle("active", li.dataset.id === id);
   $("shead").textContent = "Session " + id;
@@ -459,18 +465,18 @@ $("rename").onclick = async () => {
 // Archive / Unarchive the open session (POST /v1/sessions/{id}/archive|unarchive): archived
 // sessions leave the list unless the filter asks for them.
 function drawArchive() {
-  const s = S.rows && S.sid ? S.rows[S.sid] : null;
+  const s = S.openRow && S.openRow.id === S.sid ? S.openRow : null;
   $("archive").textContent = s && s.archived ? "Unarchive" : "Archive";
 }
 $("archive").onclick = async () => {
   if (!S.sid) return;
-  const s = S.rows ? S.rows[S.sid] : null;
+  const s = S.openRow && S.openRow.id === S.sid ? S.openRow : null;
   const verb = s && s.archived ? "unarchive" : "archive";
   try {
     const row = await api("POST", "/v1/sessions/" + encodeURIComponent(S.sid) + "/" + verb);
     note("session " + (row.archived ? "archived" : "unarchived"), "ok");
+    S.openRow = row; drawArchive();
     await listSessions();
-    if (S.rows && !S.rows[S.sid]) { S.rows[S.sid] = row; drawArchive(); }
   } catch (e) { note(e.message, "err"); }
 };
 $("download").onclick = async () => {      // the transcript as JSONL, the format `acagent import` reads
