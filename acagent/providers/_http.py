@@ -90,7 +90,9 @@ class EventSource:
     def __init__(self, response: Any, idle_timeout_s: float) -> None:
         self.response = response
         self.activity = WireActivity()
-        self._raw = response.aiter_raw()
+        # aiter_bytes: a server that compresses despite ``accept-encoding: identity`` is decoded
+        # (an identity body passes through as it came).
+        self._raw = response.aiter_bytes()
         self._parser = SSENormalizer()
         self._pending: deque[tuple[str, str]] = deque()
         self._idle_timeout_s = idle_timeout_s

@@ -71,6 +71,24 @@ class TestStream:
         assert (response.usage.input_tokens, response.usage.output_tokens) == (5, 2)
         assert response.provider_response_id == "c"
 
+    async def test_a_compressed_stream_is_decoded(
+        self, mock: MockProvider, openai_provider: OpenAIProvider
+    ) -> None:
+        """A server that gzips its event stream despite ``accept-encoding: identity`` (some
+        proxies do) is read like a plain one."""
+        import gzip
+
+        mock.script(
+            Script(
+                chunks=[gzip.compress(openai_text("zipped", usage=(3, 1)))],
+                headers={"Content-Encoding": "gzip"},
+            )
+        )
+        _events, response = await collect(openai_provider, make_request())
+        (req,) = mock.wait_for_requests(1)
+        assert req.headers["accept-encoding"] == "identity"
+        assert response.message.text == "zipped" and response.finish_reason == "stop"
+
     async def test_headers_the_sdk_sent_from_the_environment(
         self, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
     ) -> None:
