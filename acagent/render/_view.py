@@ -7,15 +7,21 @@ the view (a prompt takes the screen, the program ends) erases it, and what it sh
 for good when its block completes. Nothing is drawn on a console that is not a terminal.
 
 The region is refreshed by the owner (after each event, and a few times a second by a timer for
-the spinner), never by a thread of rich's: everything happens on the event loop's thread.
+the spinner), never by a thread of rich's: everything happens on the event loop's thread. While
+it is shown, the ``acagent`` logger's stderr lines are printed above it (a raw write to the
+terminal would land inside the region and be erased or garble it).
 """
 
 from __future__ import annotations
 
+import io
+import logging
+import sys
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
+from rich.text import Text
 
 from acagent.render._live import EventRenderer
 from acagent.render._status import StatusLine
@@ -39,6 +45,18 @@ class _Bottom:
             yield self.status
 
 
+class _Above(io.TextIOBase):
+    """A text stream that prints each line above the live region (for log handlers)."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            self._console.print(Text(text.rstrip("\n"), style="yellow"), highlight=False)
+        return len(text)
+
+
 class LiveView:
     """The live region of a followed session (module docstring).
 
@@ -53,6 +71,7 @@ class LiveView:
         self.renderer = renderer
         self.status = status
         self._live: Live | None = None
+        self._streams: list[tuple[logging.StreamHandler[Any], Any]] = []
 
     @property
     def running(self) -> bool:
@@ -74,10 +93,17 @@ class LiveView:
         )
         live.start(refresh=True)
         self._live = live
+        above = _Above(self.console)
+        for handler in logging.getLogger("acagent").handlers:
+            if type(handler) is logging.StreamHandler and handler.stream is sys.stderr:
+                self._streams.append((handler, handler.setStream(above)))
 
     def stop(self) -> None:
         """Erase the region (its open block is printed later, when it completes)."""
         live, self._live = self._live, None
+        for handler, stream in self._streams:
+            handler.setStream(stream)
+        self._streams.clear()
         if live is not None:
             live.stop()
 

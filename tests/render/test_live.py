@@ -593,3 +593,28 @@ class TestMarkdown:
         r.render(e("assistant.delta", text="just words", step_id="s", attempt=1))
         r.render(e("assistant.message", text="just words", message={}, step_id="s"))
         assert "\x1b[J" not in out(c)
+
+
+def test_log_lines_go_above_the_live_region(capsys: pytest.CaptureFixture[str]) -> None:
+    """While the live view is shown, an `acagent` warning is printed above it, never raw on stderr."""
+    import logging
+    import sys
+
+    from acagent.render import LiveView, StatusLine
+
+    c = console(force_terminal=True, color_system=None, height=24)
+    handler = logging.StreamHandler(sys.stderr)
+    log = logging.getLogger("acagent")
+    log.addHandler(handler)
+    try:
+        status = StatusLine()
+        status.start()
+        view = LiveView(c, EventRenderer(c), status)
+        view.start()
+        log.warning("the window is assumed")
+        view.stop()
+        assert handler.stream is sys.stderr  # put back
+    finally:
+        log.removeHandler(handler)
+    assert "the window is assumed" in out(c)
+    assert "the window is assumed" not in capsys.readouterr().err
