@@ -149,7 +149,8 @@ class Settings(BaseModel):
     max_sessions: int = 16
     """Maximum sessions running a turn at once in one process (→ concurrency_cap)."""
     checkpoint_ratio: float = 0.5
-    """Write a checkpoint when the tail since the last one exceeds this fraction of its size."""
+    """No effect since checkpoints became incremental (the journal's context events are the
+    increment; only compaction writes a full snapshot): kept so older config files still load."""
     system_prompt: str | None = None
     tool_output_limit_chars: int = Field(default=30_000, ge=1000)
     """Most characters of one tool output the model gets and the terminal shows (head + tail);

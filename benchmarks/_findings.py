@@ -35,25 +35,28 @@ pump: drain the subscription and write once, with one lock and one state check p
 LangGraph at history 10 needs (1) and (2): ~20 commits × figure 3's commit latency alone exceed a tenth of
 LangGraph's turn there.
 """,
-    "resume flat with checkpoints": """
-**Finding (figure 2).** The breakdown columns show where resume grows. Since commit b976190 `get_runner` no
-longer re-reads the whole transcript when the file is unchanged since its writer closed it (before, the full
-JSONL parse in `_repair_transcript` was the dominant term), so what grows now is `load`:
-
-- `InProcessRunner.load()` (`acagent/runner/_runner.py`) → `SqliteJournal.context_events()`
-  (`acagent/store/_journal.py`) reads the latest checkpoint + tail (flat in *events*), but `orjson.loads` turns the
-  checkpoint's whole message list into dicts and `ContextBuilder.apply_raw()` (`acagent/runner/_context.py`)
-  validates every message with pydantic (`MESSAGES_ADAPTER.validate_python`; `validate_python` and
-  `orjson.loads` lead the own-time list). The checkpoint holds the full context, so this is O(context size):
-  with no compaction, the context of a 10,000-event session is ~500× that of a 10-event one.
-- The anchor itself is mostly `SessionRegistry.open` (two connections, pragmas, migration check): a few ms that
-  every resume pays once.
-
-**Fixes.** (1) Validate the checkpoint straight from its JSON text: `MESSAGES_ADAPTER.validate_json(payload_text)`
-(pydantic-core parses and validates in one pass) instead of `orjson.loads` + `validate_python`; keep the
-checkpoint's messages in their own column so the envelope need not be parsed. (2) For a resume that is truly flat,
-build `Message` objects lazily — keep the checkpoint's raw JSON and materialise it at the first LLM step (which
-must send the whole context anyway) — or add context compaction (summarise old turns into the checkpoint).
+    "resume flat": """
+**Finding (figure 2).** Opening a session reads no message: `SessionPorts.load()` (`acagent/runner/_session.py`)
+reads the session row and marks the context stale; the first turn rebuilds it (`SessionWriter.build_context`,
+the *build* column). What can still grow with the session is `get_runner` (`SessionRegistry._start_transcript`:
+a transcript whose recorded stat does not match is read in full) and noise: the anchor is a few ms, mostly
+`SessionRegistry.open` (two connections, pragmas, migration check), so a busy machine moves the ratio — compare
+the p95 and min columns before reading a FAIL as growth. The *build* column is O(context) by design (the
+first request sends the whole context anyway); with no compaction its SQL read scans every event of the
+session for the context types (`SqliteReads.context_events`), which an index or a list of context seqs in
+the session row would avoid.
+""",
+    "bytes written per turn": """
+**Finding (figure 3, bytes).** Full-context checkpoints are gone (the journal's context events are the
+increment, docs/architecture.md), which removed the part that grew with history. What is left is WAL page
+churn, the same at every history length: every transaction writes whole 1 KiB pages — page 1 (the file grows),
+the session row's page, the event b-tree's last leaf (a `WITHOUT ROWID` table: rows above ~230 bytes spill into
+overflow pages, and a full rightmost leaf is rebalanced across three siblings), and the leaves of the
+`step`, `tool_call` and `usage` primary-key indexes, whose text keys (`request_id`) land mid-index — and the
+WAL checkpoint then writes each page once more into the database file; the transcript adds the events once.
+With WAL plus the transcript the floor is about 3× the event bytes even with perfect page packing, so ≤ 2.5×
+needs either payload compression in the journal or far fewer, larger transactions per turn (lease + accept +
+first step in one; tool result + next step in one).
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** Two costs, both visible in the table and the two-thread profile above.

@@ -5,9 +5,10 @@ takes minutes where the runtime is O(history) per turn). Instead one turn is run
 the registry, its events, ``step`` and ``tool_call`` rows are captured as a template, and copies
 (fresh turn, step and tool-call ids) are committed through :meth:`SqliteJournal.commit` — the same
 choke point the runtime uses, so ``seq``, ``tail_bytes`` and ``last_message`` are kept by the
-journal itself. After each copied turn the runtime's checkpoint policy
-(:meth:`AgenticLoop.maybe_checkpoint`: tail > max(4 KiB, ratio × last checkpoint)) is applied, so
-the checkpoints land where a real session would have them.
+journal itself. The runtime writes no periodic checkpoint (the context events are the
+incremental checkpoint); with ``checkpoint_ratio`` the previous format's policy is applied after
+each copied turn (a full-context checkpoint when the tail > max(4 KiB, ratio × last checkpoint)),
+so a journal of the previous format can be measured too.
 """
 
 from __future__ import annotations
@@ -83,11 +84,12 @@ def _rename(text: str, mapping: dict[str, str]) -> str:
 
 
 async def seed_session(
-    journal: Any, session_id: str, turns: int, template: Template, *, checkpoint_ratio: float = 0.5
+    journal: Any, session_id: str, turns: int, template: Template, *, checkpoint_ratio: float | None = None
 ) -> int:
     """Append ``turns`` copies of the template turn to ``session_id``; return its last seq.
 
-    Checkpoints follow the runtime's policy with ``checkpoint_ratio`` (a huge ratio: none).
+    ``checkpoint_ratio``: write the previous format's full-context checkpoints with that ratio
+    (None, the default: none, as the runtime does now).
     """
     from acagent.events import make_payload
     from acagent.runner import ContextBuilder
@@ -114,7 +116,9 @@ async def seed_session(
 
         await journal._run(insert)
         row = await journal.get_session(session_id)
-        if row.tail_bytes > max(4096, checkpoint_ratio * row.checkpoint_bytes):
+        if checkpoint_ratio is not None and row.tail_bytes > max(
+            4096, checkpoint_ratio * row.checkpoint_bytes
+        ):
             messages = [m.model_dump(mode="json") for m in builder.messages]
             payload = make_payload("checkpoint", upto_seq=builder.last_seq, messages=messages)
             await journal.commit_unfenced(session_id, [("checkpoint", payload)], reason="benchmark seed")

@@ -6,13 +6,14 @@ on one session. For the turns around each history length, every byte this proces
 its WAL and WAL checkpoints, the JSONL transcript, acagent's context checkpoints), averaged over
 max(5, history / 2) consecutive turns so periodic work (WAL checkpoints, context checkpoints) is amortised as
 it is in a real session. The anchor is the turn's own events: the bytes of their JSONL envelopes,
-context checkpoints excluded. Journal commits per turn are counted by wrapping the journal's
-``commit`` (benchmark-only).
+context checkpoints excluded. Journal transactions per turn are counted by wrapping the journal's
+``commit``/``commit_unfenced`` and, apart, its lease taking and release (benchmark-only).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -23,6 +24,16 @@ __all__ = ["measure_bytes"]
 
 PEERS = {"Claude Code": 13.6 * 1024, "Codex": 544 * 1024}
 """Bytes per one-shot turn of the peers as measured in issue 12 (not measured by this run)."""
+
+
+def _counting(fn: Callable[..., Awaitable[Any]], box: list[int]) -> Callable[..., Awaitable[Any]]:
+    """``fn`` counting its calls in ``box[0]`` (benchmark-only wrapper of a journal method)."""
+
+    async def counted(*a: Any, **kw: Any) -> Any:
+        box[0] += 1
+        return await fn(*a, **kw)
+
+    return counted
 
 
 async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
@@ -38,18 +49,14 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
         ) as registry:
             journal = registry.journal
             commits = [0]
-            real_commit, real_unfenced = journal.commit, journal.commit_unfenced
-
-            async def commit(*a: Any, **kw: Any) -> Any:
-                commits[0] += 1
-                return await real_commit(*a, **kw)
-
-            async def unfenced(*a: Any, **kw: Any) -> Any:
-                commits[0] += 1
-                return await real_unfenced(*a, **kw)
-
-            journal.commit = commit  # type: ignore[method-assign]
-            journal.commit_unfenced = unfenced  # type: ignore[method-assign]
+            leases = [0]
+            for name, box in (
+                ("commit", commits),
+                ("commit_unfenced", commits),
+                ("acquire_lease", leases),
+                ("release_lease", leases),
+            ):
+                setattr(journal, name, _counting(getattr(journal, name), box))
             row = await registry.create_session(home, model="test:scripted")
             runner = await registry.get_runner(row.id)
             done = 0
@@ -58,7 +65,7 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
                     await runner.run_turn(USER_TEXT)
                     done += 1
                 first = await journal.get_session(row.id)
-                c0, w0 = commits[0], io_written()
+                c0, l0, w0 = commits[0], leases[0], io_written()
                 window = max(per_point, length // 2)  # long enough to include its share of checkpoints
                 for _ in range(window):
                     await runner.run_turn(USER_TEXT)
@@ -75,6 +82,7 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
                         "events_bytes": own / window,
                         "events": len([e for e in events if e.type != "checkpoint"]) / window,
                         "commits": (commits[0] - c0) / window,
+                        "leases": (leases[0] - l0) / window,
                     }
                 )
     return out
@@ -91,7 +99,7 @@ def measure_bytes(quick: bool) -> tuple[list[list[Any]], list[dict[str, Any]]]:
             f"{d['written'] / 1024:.1f} KB",
             f"{d['events_bytes'] / 1024:.1f} KB ({d['events']:.0f} events)",
             f"{d['written'] / d['events_bytes']:.2f}×",
-            f"{d['commits']:.1f}",
+            f"{d['commits']:.1f} (+ {d['leases']:.1f} lease)",
         ]
         for d in data
     ]

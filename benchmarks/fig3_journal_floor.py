@@ -252,7 +252,7 @@ def _bytes_per_turn(fig: Figure, quick: bool) -> None:
             "bytes written per turn",
             "the turn's own events",
             "ratio",
-            "journal commits per turn",
+            "journal transactions per turn",
         ],
         rows,
         "Bytes written per turn (`benchmarks/fig3_bytes.py`: journal + WAL + WAL checkpoints + transcript + context "

@@ -13,6 +13,12 @@ accepts:
 Alongside the messages the builder keeps :attr:`ContextBuilder.seqs`, the seq of the first event
 behind each message, so compaction can name the first event it keeps verbatim; checkpoints carry
 them (``message_seqs``) so the positions survive a resume.
+
+A session's builder starts *unloaded* (:meth:`ContextBuilder.unload`): opening a session reads no
+message at all, and the first turn (or compaction) rebuilds the context from the journal's latest
+snapshot plus the context events after it (:meth:`ContextBuilder.rebuild`, run by
+``SessionWriter.build_context``). While unloaded, committed events are not folded (the journal
+holds them; the rebuild reads them), and reading :attr:`ContextBuilder.messages` is a bug.
 """
 
 from __future__ import annotations
@@ -26,22 +32,59 @@ import orjson
 from acagent.events import Event
 from acagent.messages import MESSAGES_ADAPTER, Message, TextPart, ToolResultPart
 
-__all__ = ["ContextBuilder", "build_context"]
+__all__ = ["ContextBuilder", "ContextNotLoaded", "build_context"]
 
 _FOLDED = frozenset({"checkpoint", "user.message", "assistant.message", "tool.result"})
+
+
+class ContextNotLoaded(RuntimeError):
+    """The messages of an unloaded context were read before ``SessionWriter.build_context`` (a bug)."""
 
 
 class ContextBuilder:
     """Incremental fold of events into a list of :class:`Message` (ascending seq)."""
 
     def __init__(self, messages: list[Message] | None = None) -> None:
-        self.messages: list[Message] = list(messages or [])
-        self.seqs: list[int] = [0] * len(self.messages)
+        self._messages: list[Message] = list(messages or [])
+        self.seqs: list[int] = [0] * len(self._messages)
         """``seqs[i]``: seq of the first event behind ``messages[i]`` (0 when unknown)."""
         self.last_seq = 0
         """Seq of the latest event that changed the context."""
+        self.loaded = True
+        """False until :meth:`rebuild` after :meth:`unload` (see the module docstring)."""
         self._chain: list[bytes] = []
         """``_chain[i]`` = sha256(_chain[i-1] + JSON of messages[i]); kept in step lazily."""
+
+    @property
+    def messages(self) -> list[Message]:
+        """The context, ascending seq.
+
+        Raises:
+            ContextNotLoaded: the builder is unloaded (call ``SessionWriter.build_context`` first).
+        """
+        if not self.loaded:
+            raise ContextNotLoaded("the model context was read before it was rebuilt from the journal")
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: list[Message]) -> None:
+        self._messages = value
+
+    def unload(self) -> None:
+        """Forget the context: the next :meth:`rebuild` reads it from the journal (lazy resume)."""
+        self.loaded = False
+        self._messages, self.seqs, self.last_seq = [], [], 0
+        self._chain.clear()
+        self._ids.clear()
+
+    def rebuild(self, events: Iterable[Event]) -> None:
+        """Replace the context by the fold of ``events`` (the journal's ``context_events``)."""
+        self._messages, self.seqs, self.last_seq = [], [], 0
+        self._chain.clear()
+        self._ids.clear()
+        self.loaded = True
+        for event in events:
+            self.apply(event)
 
     def digest(self, system: str) -> str:
         """:func:`~acagent.messages.context_digest`-like digest of (system, messages), incremental.
@@ -80,8 +123,8 @@ class ContextBuilder:
             return self.__ids
 
     def apply(self, event: Event) -> None:
-        """Fold one event; other event types are ignored."""
-        if event.type in _FOLDED:
+        """Fold one event; other event types are ignored (all are while unloaded)."""
+        if self.loaded and event.type in _FOLDED:
             self.apply_raw(event.type, event.payload, event.seq)
             self.last_seq = event.seq
 

@@ -196,7 +196,7 @@ class InProcessRunner(SessionPorts):
             self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
         )
         self.writer.lease = lease
-        await self.load()
+        await self.load_context()
         row = self.row
         resume_turn = row.turn_id if row.status in ACTIVE else None
         new_turn = f"turn_{uuid.uuid4().hex[:16]}" if user_input is not None else None
@@ -379,7 +379,7 @@ class InProcessRunner(SessionPorts):
             self.writer.lease = await self.journal.acquire_lease(
                 self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
             )
-            await self.load()
+            await self.load_context()
             if self.row.status in ACTIVE:
                 raise UserError(
                     f"session {self.session_id} has an interrupted turn; finish it first (run --resume)"

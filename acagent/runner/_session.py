@@ -99,21 +99,20 @@ class SessionPorts:
         return self.model_override or self.row.model or self.settings.model or "local:smollm2-135m"
 
     async def load(self) -> None:
-        """Bring the model context up to date with the journal.
+        """Bring the session up to date with the journal, reading no message (lazy resume).
 
-        The first call rebuilds it (latest checkpoint + tail). Later calls are a no-op unless
-        another process committed events since (the journal's ``last_seq`` moved past what this
-        runner published), in which case the context is rebuilt.
+        Reads the session row (approval rules, status) and publishes what another process
+        committed since this bus last published. The model context is only marked stale: the
+        turn that needs it rebuilds it (:meth:`load_context`), so opening a session costs the same
+        at 10 events and at 10,000. A later call is a no-op unless the journal's ``last_seq``
+        moved past what this runner published.
         """
         if self._loaded:
             row = await self.journal.get_session(self.session_id)
             if row.last_seq == self.bus.last_seq:
                 self.row = row
                 return
-        events = await self.journal.context_events(self.session_id)
-        self.context.messages = []
-        for event in events:
-            self.context.apply(event)
+        self.context.unload()
         self.row = await self.journal.get_session(self.session_id)
         # Another process may have granted rules or advanced the workspace generation (F40).
         self.policy = ApprovalPolicy.from_json(
@@ -129,6 +128,11 @@ class SessionPorts:
                     self.bus.publish(event)
             self.bus.last_seq = max(self.bus.last_seq, self.row.last_seq)
         self._loaded = True
+
+    async def load_context(self) -> None:
+        """:meth:`load`, then rebuild the model context if it is stale (latest snapshot + tail)."""
+        await self.load()
+        await self.writer.build_context()
 
     async def snapshot(self) -> dict[str, Any]:
         """Public session fields + ``pending_approvals`` + ``busy`` + ``subscribers``."""

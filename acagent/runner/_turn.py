@@ -257,31 +257,28 @@ class Turn:
             ops=ops,
         )
 
-    async def complete(self, text: str) -> None:
-        """Commit ``turn.completed`` and status ``done``, then checkpoint if the tail grew."""
-        await self.writer.commit(
+    def completion(self, text: str) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
+        """The events and ops that end the turn as completed (``turn.completed``, status ``done``),
+        for :meth:`complete` or to ride in the final step's commit (one transaction fewer)."""
+        return (
             [("turn.completed", make_payload("turn.completed", turn_id=self.turn_id, text=text))],
-            ops=[SetStatus("done", ACTIVE, turn_id=self.turn_id)],
+            [SetStatus("done", ACTIVE, turn_id=self.turn_id)],
         )
+
+    def completed(self) -> None:
+        """Record that the commit of :meth:`completion` succeeded (metrics, runner ``finishing``)."""
         self._mark_ended("completed")
-        await self.maybe_checkpoint()
 
-    async def maybe_checkpoint(self) -> bool:
-        """Write a ``checkpoint`` (full context) when the tail outgrew the last one.
+    async def complete(self, text: str) -> None:
+        """Commit ``turn.completed`` and status ``done``.
 
-        Policy: checkpoint when the context bytes committed since the last checkpoint exceed
-        ``checkpoint_ratio`` × that checkpoint's size (and 4 KiB). Each checkpoint is then at
-        least (1 + ratio) × the previous one, so their total size is linear in the session
-        length (amortised O(1) per event), and resume reads one checkpoint plus a bounded tail.
+        No context checkpoint follows: the journal's context events are the incremental
+        checkpoint (docs/architecture.md, "Checkpoints"); the only full snapshot is the one a
+        compaction commits.
         """
-        row = await self.journal.get_session(self.session_id)
-        if row.tail_bytes <= max(4096, self.settings.checkpoint_ratio * row.checkpoint_bytes):
-            return False
-        messages = [m.model_dump(mode="json") for m in self.context.messages]
-        await self.writer.commit(
-            [("checkpoint", make_payload("checkpoint", upto_seq=self.context.last_seq, messages=messages))]
-        )
-        return True
+        events, ops = self.completion(text)
+        await self.writer.commit(events, ops=ops)
+        self.completed()
 
     async def fail(
         self,

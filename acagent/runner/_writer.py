@@ -143,6 +143,19 @@ class SessionWriter:
                     self.bus.publish(event)
             return committed
 
+    async def build_context(self) -> None:
+        """Rebuild an unloaded context from the journal (latest snapshot + the context events after it).
+
+        Under the commit lock, so no commit of this writer lands between the read and the fold
+        (it would be folded twice or not at all). A no-op when the context is loaded.
+
+        Raises:
+            SessionNotFound, JournalError: from :meth:`Journal.context_events`.
+        """
+        async with self._lock:
+            if not self.context.loaded:
+                self.context.rebuild(await self.journal.context_events(self.session_id))
+
     def delta(self, event_type: str, payload: dict[str, Any]) -> None:
         """Buffer a burst event (``assistant.delta``, ``tool.output``) for the flush task."""
         self._pending.append((event_type, payload))

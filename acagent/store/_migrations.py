@@ -126,11 +126,25 @@ def m004_archived(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE session ADD COLUMN archived_at TEXT")
 
 
+def m005_fewer_index_writes(db: sqlite3.Connection) -> None:
+    """Drop the index entries every commit rewrote (benchmarks figure 3, bytes per turn).
+
+    ``session_cwd`` indexed ``(cwd, updated_at)``: every commit moves ``updated_at``, so every
+    commit deleted and re-inserted an index entry (a WAL page per commit); listings of one cwd
+    sort its few rows instead. ``step_by_digest`` duplicated the primary key: ``request_id`` is
+    ``step_id|attempt``, so a step's attempts are a range of the key (``_sqlite_read.step_attempts``).
+    """
+    db.execute("DROP INDEX IF EXISTS session_cwd")
+    db.execute("CREATE INDEX session_by_cwd ON session (cwd)")
+    db.execute("DROP INDEX IF EXISTS step_by_digest")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_transcript_stat,
     m003_usage,
     m004_archived,
+    m005_fewer_index_writes,
 ]
 
 

@@ -187,8 +187,11 @@ class SqliteReads:
 
         def q(db: sqlite3.Connection) -> Any:
             return db.execute(
-                f"SELECT {_STEP} FROM step WHERE session_id = ? AND step_id = ? ORDER BY attempt",
-                (session_id, step_id),
+                # request_id = step_id|attempt: the attempts are a range of the primary key
+                # ('}' follows '|'), so no second index is written per step (m005).
+                f"SELECT {_STEP} FROM step WHERE session_id = ? AND request_id > ? AND request_id < ?"
+                " AND step_id = ? ORDER BY attempt",
+                (session_id, step_id + "|", step_id + "}", step_id),
             ).fetchall()
 
         return [StepRow(*r) for r in await self._run(q)]

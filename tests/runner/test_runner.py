@@ -19,6 +19,7 @@ import pytest
 from acagent.errors import ConcurrencyCap, SessionBusy
 from acagent.events import Event
 from acagent.runner import InProcessRunner, SessionRegistry
+from acagent.runner._context import ContextNotLoaded
 from acagent.settings import load_settings
 from tests.casefiles import require_cases
 from tests.mockprovider import (
@@ -158,7 +159,7 @@ async def test_cancel_during_stream_keeps_only_what_the_user_saw_f02(
 
 async def test_cancel_kills_shell_process_tree_f07(openai_session: Harness, mock: MockProvider) -> None:
     """F07: a command that traps TERM and forks a sleep is killed as a group on cancel."""
-    cmd = "bash -c 'trap \"\" INT TERM HUP; sleep 1000 & echo \"child=$!\"; while true; do sleep 1; done'"
+    cmd = 'bash -c \'trap "" INT TERM HUP; sleep 1000 & echo "child=$!"; while true; do sleep 1; done\''
     mock.script(openai_tool_calls([("call_1", "shell", {"command": cmd})]), TextReply("ok"))
     runner = openai_session.runner
     await runner.step("go")
@@ -191,7 +192,9 @@ def _assert_dead(pid: int) -> None:
     raise AssertionError(f"pid {pid} still alive")
 
 
-async def test_fifty_concurrent_starts_run_exactly_one_turn(openai_session: Harness, mock: MockProvider) -> None:
+async def test_fifty_concurrent_starts_run_exactly_one_turn(
+    openai_session: Harness, mock: MockProvider
+) -> None:
     """Single flight: 50 concurrent attempts to start a turn → one runs, 49 get session_busy."""
     mock.script(Script(chunks=[openai_text("only one")], sleeps=0.2))
     reg, sid = openai_session.registry, openai_session.runner.session_id
@@ -249,7 +252,9 @@ async def test_cancel_reachable_from_every_status(
             target = "tool.started" if status == "waiting_tool" else "approval.requested"
             await wait_for(runner, lambda e: e.type == target)
         elif status in ("done", "failed"):
-            mock.script(TextReply("x") if status == "done" else Script(status=400, body={"error": {"message": "no"}}))
+            mock.script(
+                TextReply("x") if status == "done" else Script(status=400, body={"error": {"message": "no"}})
+            )
             await runner.run_turn("hi")
         assert (await runner.snapshot())["status"] == status
         await reg.cancel(row.id)
@@ -280,7 +285,9 @@ async def test_approval_allow_deny_always(tmp_path: Path, mock: MockProvider, wo
         assert ev.payload["command"] == "ls"
         assert (await runner.snapshot())["pending_approvals"][0]["tool_call_id"] == "toolu_1"
         await runner.answer_approval("toolu_1", "always")
-        ev = await wait_for(runner, lambda e: e.type == "approval.requested" and e.payload["tool_call_id"] == "toolu_2")
+        ev = await wait_for(
+            runner, lambda e: e.type == "approval.requested" and e.payload["tool_call_id"] == "toolu_2"
+        )
         await runner.answer_approval("toolu_2", "deny")
         await runner.wait()
         events = await collect(runner)
@@ -291,14 +298,18 @@ async def test_approval_allow_deny_always(tmp_path: Path, mock: MockProvider, wo
         mock.script(anthropic_tool_calls("c", [("toolu_3", "shell", {"command": "ls"})]), TextReply("done"))
         await runner.run_turn("again")
         events = await collect(runner)
-        assert [e.payload["tool_call_id"] for e in events if e.type == "approval.requested"] == ["toolu_1", "toolu_2"]
+        assert [e.payload["tool_call_id"] for e in events if e.type == "approval.requested"] == [
+            "toolu_1",
+            "toolu_2",
+        ]
     assert all(r.status == 200 for r in mock.requests), [r.error for r in mock.requests]
 
 
-async def test_resume_rebuilds_context_from_checkpoint_and_tail(
+async def test_resume_rebuilds_context_lazily_without_full_checkpoints(
     tmp_path: Path, mock: MockProvider, workspace: Path
 ) -> None:
-    """Checkpoints are written as the tail grows; a fresh process rebuilds the same context."""
+    """No turn copies the whole context into a checkpoint (bytes per turn stay flat); opening the
+    session in a fresh registry reads no message, and the first turn rebuilds the same context."""
     big = "x" * 3000
     mock.default = TextReply(big)
     s = settings_for(tmp_path / "home", mock, "openai")
@@ -309,13 +320,14 @@ async def test_resume_rebuilds_context_from_checkpoint_and_tail(
             await runner.run_turn(f"turn {i}")
         before = list(runner.context.messages)
         events = await collect(runner)
-    checkpoints = [e for e in events if e.type == "checkpoint"]
-    assert checkpoints, "a checkpoint is written once the tail outgrows the last one"
-    sizes = [len(json.dumps(e.payload)) for e in checkpoints]
-    assert sizes == sorted(sizes)
+    assert not [e for e in events if e.type == "checkpoint"], "a turn wrote a full-context checkpoint"
     async with SessionRegistry.open(s) as reg:
         runner = await reg.get_runner(row.id)
         await runner.load()
+        assert not runner.context.loaded, "opening the session built the context"
+        with pytest.raises(ContextNotLoaded):
+            _ = runner.context.messages
+        await runner.load_context()
         assert runner.context.messages == before
         mock.default = TextReply("last")
         await runner.run_turn("final")
@@ -324,7 +336,45 @@ async def test_resume_rebuilds_context_from_checkpoint_and_tail(
     assert len(sent) == 13
 
 
-async def test_message_right_after_turn_completed_is_accepted(openai_session: Harness, mock: MockProvider) -> None:
+async def test_a_journal_with_old_full_checkpoints_still_resumes_from_them(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """Read compatibility: a session written by the previous format (a full-context ``checkpoint``
+    every so often) resumes from its latest checkpoint plus the tail, as before."""
+    s = settings_for(tmp_path / "home", mock, "openai")
+    async with SessionRegistry.open(s) as reg:
+        row = await reg.create_session(workspace)
+        j = reg.journal
+        old = [
+            ("user.message", {"turn_id": "turn_a", "text": "before the checkpoint"}),
+            (
+                "checkpoint",
+                {
+                    "upto_seq": 2,
+                    "messages": [
+                        {"role": "user", "parts": [{"part_kind": "text", "text": "from the checkpoint"}]}
+                    ],
+                },
+            ),
+            (
+                "assistant.message",
+                {
+                    "turn_id": "turn_a",
+                    "text": "tail",
+                    "message": {"role": "assistant", "parts": [{"part_kind": "text", "text": "tail"}]},
+                },
+            ),
+        ]
+        await j.commit_unfenced(row.id, old, reason="test: a journal of the previous format")
+        runner = await reg.get_runner(row.id)
+        await runner.load_context()
+        texts = [m.text for m in runner.context.messages]
+    assert texts == ["from the checkpoint", "tail"]
+
+
+async def test_message_right_after_turn_completed_is_accepted(
+    openai_session: Harness, mock: MockProvider
+) -> None:
     """A client that sends as soon as it sees turn.completed is not refused as busy."""
     mock.default = TextReply("ok")
     runner, reg = openai_session.runner, openai_session.registry
