@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from acagent.errors import TranscriptError
+from acagent.events import make_payload
 from acagent.messages import Message, TextPart
 from acagent.providers._anthropic import to_anthropic_messages
 from acagent.providers._openai import to_openai_messages
@@ -135,7 +136,8 @@ VARIANTS = ["nul-line", "nul-glued", "trailing-nuls", "checkpoint"]
 
 
 async def two_turn_session(home: Path, mock: MockProvider, cwd: Path, *, big: bool) -> tuple[Any, str, Path]:
-    """A real session with two completed turns (``big``: replies large enough for a checkpoint)."""
+    """A real session with two completed turns (``big``: large replies, and after the first turn a
+    full-context checkpoint as the previous format wrote them; compaction writes the same record)."""
     pad = " " + "x" * 3000 if big else ""
     mock.script(
         openai_tool_calls([("call_1", "read_file", {"path": "notes.txt"})]),
@@ -146,6 +148,10 @@ async def two_turn_session(home: Path, mock: MockProvider, cwd: Path, *, big: bo
     settings = settings_for(home, mock)
     async with open_session(settings, cwd) as (_, runner):
         await runner.run_turn("first question")
+        if big:
+            messages = [m.model_dump(mode="json") for m in runner.context.messages]
+            payload = make_payload("checkpoint", upto_seq=runner.context.last_seq, messages=messages)
+            await runner.writer.commit_unfenced([("checkpoint", payload)], reason="test: a full checkpoint")
         await runner.run_turn("second question")
         sid, row_cwd = runner.session_id, runner.cwd
         types = [e.type for e in await journal_events(runner)]
