@@ -310,7 +310,9 @@ def test_blocked_write_times_out(start_daemon: Any, workspace: Path, kind: str) 
             [("Authorization", f"Bearer {d.token}")],
         ),
     )
-    assert d.send(sid, "deltas 3000 200").status_code == 202
+    # ~5 MB of frames: more than the kernel's socket buffers hold (turns no longer end with a
+    # full-context checkpoint, which used to push a 3,000 × 200 reply over them)
+    assert d.send(sid, "deltas 3000 400").status_code == 202
     d.wait_status(sid, ("done",), timeout=60)
     wait_for(lambda: d.stats()["send_timeouts"] >= 1, 15, what="a send timeout")
     assert d.stats()["sessions"].get(sid, {}).get("attachers", 0) == 0
