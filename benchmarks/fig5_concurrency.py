@@ -160,7 +160,7 @@ def _child(home: str, ids: list[str], trace: bool) -> dict[str, Any]:
                 before = set(sys.modules)
                 t0 = time.perf_counter()
                 runner = await reg.get_runner(sid)
-                await runner.load()
+                await runner.load_context()
                 wakes.append((time.perf_counter() - t0) * 1000)
                 if i == 0:
                     out["rss_woken"] = proc.memory_info().rss

@@ -24,7 +24,7 @@ async def _session(home: Path, mock: MockProvider, workspace: Path, turns: int) 
         runner = await reg.get_runner(row.id)
         for i in range(turns):
             await runner.run_turn(f"please run turn {i}")
-        await runner.load()
+        await runner.load_context()
         return row.id, await runner.journal.events(row.id, 0), list(runner.context.messages)
 
 
@@ -49,7 +49,7 @@ async def test_compaction_survives_export_and_import_and_show_full_prints_everyt
 
     async with SessionRegistry.open(_settings(other.home, mock)) as reg:
         runner = await reg.get_runner(new_id)
-        await runner.load()
+        await runner.load_context()
         imported = await runner.journal.events(new_id, 0)
         assert [e.payload for e in imported if e.type == "context.compacted"] == compacted
         by_seq = {e.seq: e for e in imported}
