@@ -44,6 +44,7 @@ from acagent.server._limits import (
     Limits,
     header_timeout_response,
     header_too_large_response,
+    request_head_bytes,
 )
 from acagent.settings import Settings
 
@@ -231,6 +232,15 @@ def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
             if self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
                 self.transport.write(header_timeout_response(limits))
                 self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:  # a request head is being received
+                size = request_head_bytes(self.conn.trailing_data[0], data)
+                if size > limits.max_header_bytes:
+                    self.transport.write(header_too_large_response(limits, size))
+                    self.transport.close()
+                    return
+            super().data_received(data)
 
         def handle_events(self) -> None:
             super().handle_events()

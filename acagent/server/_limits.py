@@ -21,6 +21,7 @@ dependency for per-request rate limiting, which is not what is limited here.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ __all__ = [
     "envelope_bytes",
     "header_timeout_response",
     "header_too_large_response",
+    "request_head_bytes",
 ]
 
 
@@ -199,6 +201,23 @@ def header_too_large_response(limits: Limits, received: int) -> bytes:
         {"limit_bytes": limits.max_header_bytes, "received_bytes": received},
     )
     return raw_response(431, "Request Header Fields Too Large", body)
+
+
+_HEAD_END = re.compile(b"\n\r?\n")  # where h11 ends a request head (it accepts bare LF too)
+
+
+def request_head_bytes(pending: bytes | bytearray, data: bytes) -> int:
+    """Length in bytes of the request head in ``pending + data`` (all of it if the head goes on).
+
+    ``pending`` is what the parser holds of an unfinished head, ``data`` what just arrived. Only
+    ``data`` and the last 3 pending bytes are searched, so a head trickled in many reads costs
+    O(size) in total. h11's own limit (``max_incomplete_event_size``) only applies to a head that
+    is still incomplete after a read: a 100 KB head arriving in one read was parsed whole.
+    """
+    keep = bytes(pending[-3:])
+    found = _HEAD_END.search(keep + data)
+    seen = len(keep) + len(data)
+    return len(pending) - len(keep) + (found.end() if found else seen)
 
 
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
