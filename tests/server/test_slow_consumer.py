@@ -250,8 +250,10 @@ def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, worksp
         wait_for(lambda: healthy.events[-1]["seq"] == end_seq, 30, what="healthy got the end")
         seqs = [e["seq"] for e in healthy.events]
         assert seqs == list(range(1, end_seq + 1))
-        # F08 asks for 1.2x on a quiet machine; shared 2-CPU CI boxes get a looser bound.
-        assert loaded_s <= 2.0 * alone_s + 2.0, (alone_s, loaded_s)
+        # F08 asks for 1.2x on a quiet machine (benchmarks/daemon_attachers.py measures it); here
+        # the bound only catches the class — a healthy client held up by the stalled ones waits for
+        # their send timeouts (tens of seconds) — and is loose enough for a loaded 2-CPU CI box.
+        assert loaded_s <= 3.0 * alone_s + 5.0, (alone_s, loaded_s)
         assert not churn_errors, churn_errors[:3]
         # S (ws, sse) and the 5 stopped clients: evicted (queue overflow) or timed out (blocked send)
         stats = wait_for(
