@@ -254,6 +254,10 @@ def test_stalled_clients_are_evicted_others_unaffected(start_daemon: Any, worksp
         # the bound only catches the class — a healthy client held up by the stalled ones waits for
         # their send timeouts (tens of seconds) — and is loose enough for a loaded 2-CPU CI box.
         assert loaded_s <= 3.0 * alone_s + 5.0, (alone_s, loaded_s)
+        # ... and directly: no gap on the healthy client as long as one stalled send's timeout (5 s).
+        live = [t for t, e in zip(healthy.times, healthy.events) if e["seq"] > start_seq]
+        gaps = [b - a for a, b in zip(live, live[1:])]
+        assert max(gaps, default=0.0) < 5.0, max(gaps)
         assert not churn_errors, churn_errors[:3]
         # S (ws, sse) and the 5 stopped clients: evicted (queue overflow) or timed out (blocked send)
         stats = wait_for(
