@@ -48,8 +48,12 @@ the session row would avoid.
 """,
     "bytes written per turn": """
 **Finding (figure 3, bytes).** Full-context checkpoints are gone (the journal's context events are the
-increment, docs/architecture.md), which removed the part that grew with history. What is left is WAL page
-churn, the same at every history length: every transaction writes whole 1 KiB pages — page 1 (the file grows),
+increment, docs/architecture.md), which removed the part that grew with history. Once the (assumed
+32,768-token) window of the scripted model fills, a compaction runs every few turns and commits the
+compacted context as a snapshot (`checkpoint`, ~33 KB here) plus its summary step: that is the step
+between the shortest history and the longer ones. Making that snapshot a position too (`context.compacted`
+already holds the summary and `first_kept_seq`; the kept messages are events) would remove it. The rest is
+WAL page churn, the same at every history length: every transaction writes whole 1 KiB pages — page 1 (the file grows),
 the session row's page, the event b-tree's last leaf (a `WITHOUT ROWID` table: rows above ~230 bytes spill into
 overflow pages, and a full rightmost leaf is rebalanced across three siblings), and the leaves of the
 `step`, `tool_call` and `usage` primary-key indexes, whose text keys (`request_id`) land mid-index — and the
