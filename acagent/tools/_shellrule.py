@@ -41,14 +41,22 @@ allow-list ``settings.shell_allow`` plus programs remembered from ``always`` ans
      operands starting with ``:`` (pathspec magic) refuse;
    * ``printf``: ``-v``; ``tree``: ``-o``, ``-R`` (writes ``00Tree.html`` files), ``-l``;
    * symlink-following recursion: ``grep -R --dereference-recursive``, ``rg -L --follow``,
-     ``ls -L --dereference``, ``du -L --dereference`` (a link in the workspace leads anywhere).
+     ``ls -L --dereference``, ``du -L --dereference``, ``diff -r --recursive`` (a link in the
+     workspace leads anywhere);
+   * a file that lists paths to open: ``md5sum``/``sha*sum``/``b2sum``/``cksum`` ``-c
+     --check``, ``--files0-from`` (``sort wc du``, ``find -files0-from``), ``tree --fromfile``;
+   * ``git``: any argument holding ``:`` (a revision path ``HEAD:path``, ``-L1,5:path``), but
+     the values of ``--format --pretty --date --since --until --after --before --grep
+     --author --committer``.
 
    Other programs get only the generic checks (1-3, 5): remembering or listing a program the
    table does not model trusts its option grammar.
 5. **Every path-like argument stays inside the workspace**: each operand (a word not starting
    with ``-``, and every word after ``--``) and each ``--long=value`` value must pass
-   :func:`~acagent.tools.resolve_in_workspace` (symlinks resolved); a short-option bundle
-   holding ``/`` refuses. Non-path operands (``echo hello``) pass because they resolve inside.
+   :func:`~acagent.tools.resolve_in_workspace` (symlinks resolved), and so must the name after
+   a leading ``@`` (a response file) and the value of a ``key=value`` word (``dd if=…``); a
+   short-option bundle holding ``/`` refuses. Non-path operands (``echo hello``) pass because
+   they resolve inside. Conditions 4 and 5 live in :mod:`acagent.tools._shellargs`.
 
 Anything else asks. Known limits (documented, not defended): the inherited environment
 (exported bash functions, ``PATH`` entries inside the workspace, ``GIT_*`` variables) and
@@ -63,7 +71,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acagent.tools._paths import PathError, resolve_in_workspace
+from acagent.tools._shellargs import check_arguments
 
 __all__ = ["FORBIDDEN_CHARS", "NEVER_ADMITTED", "first_word", "is_never_admitted", "shell_command_admitted"]
 
@@ -207,210 +215,6 @@ def first_word(command: str) -> str | None:
     return argv[0] if argv else None
 
 
-# ---------------------------------------------------------------------------------------------
-# Per-program option tables
-
-
-@dataclass(frozen=True)
-class _Options:
-    banned_short: frozenset[str] = frozenset()
-    banned_long: frozenset[str] = frozenset()
-    takes_value: frozenset[str] = frozenset()
-    """Short options whose value is the rest of the bundle or the next word."""
-
-
-_TABLE: dict[str, _Options] = {
-    "sort": _Options(
-        banned_short=frozenset("oT"),
-        banned_long=frozenset({"output", "temporary-directory", "compress-program"}),
-        takes_value=frozenset("kotST"),
-    ),
-    "rg": _Options(
-        banned_short=frozenset("zL"),
-        banned_long=frozenset({"pre", "pre-glob", "search-zip", "hostname-bin", "follow"}),
-        takes_value=frozenset("ABCdEefgjMmrTt"),
-    ),
-    "printf": _Options(banned_short=frozenset("v")),
-    "tree": _Options(banned_short=frozenset("olR"), banned_long=frozenset({"output"})),
-    # Recursion that follows symlinks reads through a link in the workspace to anywhere (F19):
-    # operands are checked, the files under them are not, so these options refuse (like find -L).
-    "grep": _Options(
-        banned_short=frozenset("R"),
-        banned_long=frozenset({"dereference-recursive"}),
-        takes_value=frozenset("ABCDdefm"),
-    ),
-    "ls": _Options(banned_short=frozenset("L"), banned_long=frozenset({"dereference"})),
-    "du": _Options(banned_short=frozenset("L"), banned_long=frozenset({"dereference"})),
-}
-
-_FIND_BANNED = frozenset(
-    {
-        "-exec",
-        "-execdir",
-        "-ok",
-        "-okdir",
-        "-delete",
-        "-fprint",
-        "-fprint0",
-        "-fprintf",
-        "-fls",
-        "-L",
-        "-H",
-        "-follow",
-    }
-)
-_SED_SHORT_FLAGS = frozenset("nErsuz")
-_SED_SHORT_VALUE = frozenset("el")
-_SED_LONG = frozenset(
-    {"quiet", "silent", "regexp-extended", "separate", "unbuffered", "null-data", "zero-terminated", "posix",
-     "debug", "sandbox", "expression", "line-length", "help", "version"}
-)  # fmt: skip
-_SED_LONG_BANNED = frozenset({"in-place", "file", "follow-symlinks", "binary"})
-_SED_SCRIPT_BANNED = frozenset("ewWrR")
-_GIT_SUBCOMMANDS = frozenset({"status", "log", "diff", "show", "branch"})
-_GIT_BANNED_LONG = frozenset(
-    {"output", "ext-diff", "exec-path", "config-env", "git-dir", "work-tree", "open-files-in-pager"}
-)
-_GIT_BRANCH_SHORT = frozenset("arvl")
-_GIT_BRANCH_LONG = frozenset({"all", "remotes", "verbose", "list", "show-current", "no-color"})
-
-
-def _long_matches(name: str, names: frozenset[str]) -> bool:
-    """True if ``--name`` may mean one of ``names`` (exact, abbreviation, or extension)."""
-    return bool(name) and any(full.startswith(name) or name.startswith(full) for full in names)
-
-
-def _paths_ok(root: Path | None, operands: list[str]) -> bool:
-    if root is None:
-        return True
-    for arg in operands:
-        if arg == "":
-            continue
-        try:
-            resolve_in_workspace(root, arg)
-        except PathError:
-            return False
-    return True
-
-
-@dataclass
-class _Parsed:
-    operands: list[str] = field(default_factory=list)
-    shorts: list[tuple[str, str | None]] = field(default_factory=list)
-    """(letter, value) for each expanded short option."""
-    longs: list[tuple[str, str | None]] = field(default_factory=list)
-    """(name, value-after-=) for each long option."""
-    option_values: list[str] = field(default_factory=list)
-
-
-def _parse(args: list[str], takes_value: frozenset[str]) -> _Parsed | None:
-    """getopt-style parse; None if a short bundle holds '/' (its value cannot be attributed)."""
-    parsed = _Parsed()
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if arg == "--":
-            parsed.operands.extend(args[i:])
-            break
-        if arg.startswith("--"):
-            name, eq, value = arg[2:].partition("=")
-            if "/" in name:  # not an option name: a program without getopt may open it
-                return None
-            parsed.longs.append((name, value if eq else None))
-            if eq and value:
-                parsed.option_values.append(value)
-        elif arg.startswith("-") and arg != "-":
-            bundle = arg[1:]
-            for j, letter in enumerate(bundle):
-                if letter in takes_value:
-                    value = bundle[j + 1 :]
-                    if not value and i < len(args):
-                        value = args[i]
-                        i += 1
-                        parsed.option_values.append(value)
-                    elif "/" in value:
-                        return None
-                    parsed.shorts.append((letter, value))
-                    break
-                if letter == "/":
-                    return None
-                parsed.shorts.append((letter, None))
-        else:
-            parsed.operands.append(arg)
-    return parsed
-
-
-def _check_generic(argv: list[str], root: Path | None, opts: _Options) -> bool:
-    parsed = _parse(argv[1:], opts.takes_value)
-    if parsed is None:
-        return False
-    if any(letter in opts.banned_short for letter, _ in parsed.shorts):
-        return False
-    if any(_long_matches(name, opts.banned_long) for name, _ in parsed.longs):
-        return False
-    return _paths_ok(root, parsed.operands + parsed.option_values)
-
-
-def _check_find(argv: list[str], root: Path | None) -> bool:
-    args = argv[1:]
-    if any(arg in _FIND_BANNED for arg in args):
-        return False
-    if any(arg.startswith("-fprint") for arg in args):
-        return False
-    operands = [a for a in args if not a.startswith("-")]
-    return _paths_ok(root, operands)
-
-
-def _check_sed(argv: list[str], root: Path | None) -> bool:
-    parsed = _parse(argv[1:], _SED_SHORT_VALUE)
-    if parsed is None:
-        return False
-    scripts: list[str] = []
-    for letter, value in parsed.shorts:
-        if letter not in _SED_SHORT_FLAGS | _SED_SHORT_VALUE:
-            return False
-        if letter == "e":
-            scripts.append(value or "")
-    for name, value in parsed.longs:
-        if _long_matches(name, _SED_LONG_BANNED) or not any(full.startswith(name) for full in _SED_LONG):
-            return False
-        if name and "expression".startswith(name):
-            if value is None:
-                return False  # "--expression SCRIPT": keep it simple, ask
-            scripts.append(value)
-    operands = list(parsed.operands)
-    if not scripts:
-        if not operands:
-            return False
-        scripts.append(operands.pop(0))
-    if any(c in _SED_SCRIPT_BANNED for script in scripts for c in script):
-        return False
-    return _paths_ok(root, operands)
-
-
-def _check_git(argv: list[str], root: Path | None) -> bool:
-    if len(argv) < 2 or argv[1] not in _GIT_SUBCOMMANDS:
-        return False
-    parsed = _parse(argv[2:], frozenset())
-    if parsed is None:
-        return False
-    if any(_long_matches(name, _GIT_BANNED_LONG) for name, _ in parsed.longs):
-        return False
-    if any(letter == "O" for letter, _ in parsed.shorts):
-        return False
-    if any(op.startswith(":") for op in parsed.operands + parsed.option_values):
-        return False
-    if argv[1] == "branch":
-        if parsed.operands or parsed.option_values:
-            return False
-        if any(letter not in _GIT_BRANCH_SHORT for letter, _ in parsed.shorts):
-            return False
-        if any(name not in _GIT_BRANCH_LONG or value is not None for name, value in parsed.longs):
-            return False
-    return _paths_ok(root, parsed.operands + parsed.option_values)
-
-
 def shell_command_admitted(command: str, root: Path | None, programs: set[str] | frozenset[str]) -> bool:
     """Whether ``command`` may run without approval under the rule in the module docstring.
 
@@ -429,10 +233,4 @@ def shell_command_admitted(command: str, root: Path | None, programs: set[str] |
     program = argv[0]
     if not _BARE_NAME_RE.match(program) or is_never_admitted(program) or program not in programs:
         return False
-    if program == "find":
-        return _check_find(argv, root)
-    if program == "sed":
-        return _check_sed(argv, root)
-    if program == "git":
-        return _check_git(argv, root)
-    return _check_generic(argv, root, _TABLE.get(program, _Options()))
+    return check_arguments(argv, root)
