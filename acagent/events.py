@@ -192,6 +192,9 @@ class ApprovalRequested(_TurnP):
     notes: list[str] = Field(default_factory=list)
     """Warnings to show with the request (``ApprovalPolicy.approval_notes``): workspace code will
     run and ``always`` holds only until a workspace file changes; a protected path is written."""
+    always: str | None = None
+    """What an ``always`` answer will cover (``ApprovalPolicy.always_covers``), e.g. ``always: any
+    `git status …` in this workspace …``; None for a question."""
 
 
 class ApprovalResolved(_TurnP):

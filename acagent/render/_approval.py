@@ -62,6 +62,8 @@ def approval_lines(p: dict[str, Any], max_lines: int = 15) -> list[Text]:
         body.append(Text(warning, style="bold red"))
     for note in p.get("notes") or []:  # policy notes (F40/F41): workspace code, protected paths
         body.append(Text("! ", style="bold yellow").append_text(safe_rich(str(note), "yellow")))
+    if p.get("always"):  # what an 'always' answer covers (F93), from the rule it would create
+        body.append(safe_rich(str(p["always"]), "dim"))
     return body
 
 

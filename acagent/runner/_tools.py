@@ -129,6 +129,7 @@ class ToolExecutor:
             kind="question" if interactive else "tool",
             question=summary.get("question") if interactive else None,
             notes=[] if interactive else turn.policy.approval_notes(tool, args, turn.tool_context(row)),
+            always=None if interactive else turn.policy.always_covers(tool, args, turn.tool_context(row)),
         )
         await turn.writer.commit(
             [("approval.requested", payload)],

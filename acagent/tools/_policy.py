@@ -48,13 +48,18 @@ What an ``always`` answer remembers (:meth:`ApprovalPolicy.rule_for_always`):
 * ``shell``: the **exact string** always (``{"kind": "shell_exact", "command": ...}``), so an
   identical repeat never asks again; and also the **program** (``{"kind": "shell_program",
   "program": "rg", "command": ...}``) when the command passes the rule with only its argv[0] on
-  the list (path containment aside: paths are checked on each later use). So after ``always``
+  the list (path containment aside: paths are checked on each later use); for ``git`` the
+  program and its subcommand (``"program": "git status"``: ``always`` on ``git status`` never
+  admits ``git show``). So after ``always``
   on ``rg a f.txt``, ``rg b f.txt`` runs too, but ``rg --pre sh x`` still asks; ``always`` on
   ``env`` or on ``make && make test`` admits that identical string again and nothing else.
   A workspace-code rule also carries ``"bound": {"generation": G, "files": {path: sha256}}``.
 * any other tool: the **tool** (``{"kind": "tool", "tool": "write_file"}``).
 
-An allow-list entry admits exactly what a remembered program admits. Remembered rules are
+The approval request says what ``always`` will cover, from the same rule
+(:meth:`ApprovalPolicy.always_covers`, ``approval.requested`` ``always``). An allow-list
+entry admits what a remembered program admits (``shell_allow = ["git"]``: every git
+subcommand the rule admits). Remembered rules are
 serialised with :meth:`ApprovalPolicy.to_json` (the runner keeps them in the journal); the
 allow-list is configuration and is not serialised.
 """
@@ -70,7 +75,8 @@ from pydantic import BaseModel
 from acagent.tools._base import Tool, ToolContext
 from acagent.tools._paths import PathError
 from acagent.tools._protect import protected_reason, shell_touches_private
-from acagent.tools._shellrule import first_word, shell_command_admitted
+from acagent.tools._scope import SUBCOMMAND_PROGRAMS, always_scope
+from acagent.tools._shellrule import command_words, first_word, shell_command_admitted
 from acagent.tools._wscode import RUNNER_FILES, workspace_code
 
 __all__ = ["READ_ONLY_PROGRAMS", "ApprovalPolicy"]
@@ -89,6 +95,15 @@ READ_ONLY_PROGRAMS = frozenset(
 the workspace: running them does not advance the workspace-write generation."""
 
 _ABSENT = "absent"
+
+
+def _program_key(command: str) -> str:
+    """What a program rule remembers: argv[0], or ``argv[0] argv[1]`` for a program of
+    :data:`~acagent.tools._scope.SUBCOMMAND_PROGRAMS` (``git status``)."""
+    argv = command_words(command) or [""]
+    if argv[0] in SUBCOMMAND_PROGRAMS and len(argv) > 1:
+        return f"{argv[0]} {argv[1]}"
+    return argv[0]
 
 
 def _command(args: BaseModel | dict[str, Any]) -> str | None:
@@ -165,14 +180,21 @@ class ApprovalPolicy:
         if command in self.shell_exact and (not code or self._current(f"exact:{command}", ctx)):
             return True
         program = first_word(command)
-        if program is None or program not in self.programs:
+        if program is None:
             return False
-        if code and not self._program_current(program, ctx):
+        key = _program_key(command)  # "git status": an always on it covers that subcommand only
+        if (
+            program not in self.allow_list
+            and key not in self.shell_programs
+            and program not in self.shell_programs
+        ):
+            return False
+        if code and not self._program_current(key if key in self.shell_programs else program, program, ctx):
             return False
         return shell_command_admitted(command, ctx.cwd, {program})
 
-    def _program_current(self, program: str, ctx: ToolContext) -> bool:
-        if program in self.shell_programs and self._current(f"program:{program}", ctx):
+    def _program_current(self, key: str, program: str, ctx: ToolContext) -> bool:
+        if key in self.shell_programs and self._current(f"program:{key}", ctx):
             return True
         # configured: counts as granted at session start
         return program in self.allow_list and self.workspace_generation == 0
@@ -220,6 +242,13 @@ class ApprovalPolicy:
         for reason in self._protected(tool, args, ctx):
             notes.append(f"writes a protected path ({reason}): asked every time, even after 'always'")
         return notes
+
+    def always_covers(
+        self, tool: Tool, args: BaseModel | dict[str, Any], ctx: ToolContext | None = None
+    ) -> str | None:
+        """What an ``always`` answer to this call will cover, in words (``approval.requested``
+        ``always``): :func:`~acagent.tools._scope.always_scope` of :meth:`rule_for_always`."""
+        return always_scope(self.rule_for_always(tool, args, ctx))
 
     def before_run(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> bool:
         """Advance the workspace-write generation if this call may write the workspace.
@@ -273,7 +302,7 @@ class ApprovalPolicy:
         program = first_word(command)
         rule: dict[str, Any]
         if program is not None and shell_command_admitted(command, None, {program}):
-            rule = {"kind": "shell_program", "program": program, "command": command}
+            rule = {"kind": "shell_program", "program": _program_key(command), "command": command}
         else:
             rule = {"kind": "shell_exact", "command": command}
         files = workspace_code(command)

@@ -73,7 +73,14 @@ from pathlib import Path
 
 from acagent.tools._shellargs import check_arguments
 
-__all__ = ["FORBIDDEN_CHARS", "NEVER_ADMITTED", "first_word", "is_never_admitted", "shell_command_admitted"]
+__all__ = [
+    "FORBIDDEN_CHARS",
+    "NEVER_ADMITTED",
+    "command_words",
+    "first_word",
+    "is_never_admitted",
+    "shell_command_admitted",
+]
 
 FORBIDDEN_CHARS = frozenset(";&|<>$`(){}\n\r")
 """Characters whose presence anywhere in the command means: ask."""
@@ -207,6 +214,11 @@ def _words(command: str) -> list[str] | None:
     if argv != reference or not all(_word_is_literal(w) for w in words):
         return None
     return argv
+
+
+def command_words(command: str) -> list[str] | None:
+    """The argv of a plain simple command after quote removal, else None."""
+    return _words(command)
 
 
 def first_word(command: str) -> str | None:

@@ -267,6 +267,7 @@ def test_page_has_no_inline_script_and_shows_approvals_faithfully(
             assert hidden not in card, repr(hidden)
         assert "\\u202e;lmth.exe\\u202c\\x1b[2K\\x07rm\\u200b -rf ~" in card
         assert "⚠ hidden characters shown escaped: 2 bidi control, 2 control, 1 zero-width" in card
+        assert "always: this exact command only, for this session" in card  # what 'Always' covers (F93)
         assert browser.js("document.querySelectorAll('#approvals .card .esc').length") == 5
         browser.screenshot(SCREENSHOT.with_name("web-approval-escaped.png"))
         browser.js("document.querySelector('#approvals .card button[data-decision=deny]').click(); true")

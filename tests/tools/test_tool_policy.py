@@ -118,7 +118,7 @@ class TestRememberedRules:
     def test_always_remembers_program_or_exact_string(self, f20):
         layout, _ = f20
         policy = policy_from_always(layout.W)
-        assert policy.shell_programs == {"echo", "ls", "cat", "git", "find", "sed", "sort", "rg"}
+        assert policy.shell_programs == {"echo", "ls", "cat", "git status", "find", "sed", "sort", "rg"}
         assert "env" in policy.shell_exact
         assert "env" not in policy.programs
 

@@ -80,6 +80,7 @@ function approvalNodes(p) {
   const nodes = [safeNode("code", "", raw)];
   if (warn) nodes.push(el("div", "warnline", warn));
   for (const n of (Array.isArray(p.notes) ? p.notes : [])) nodes.push(el("div", "warnline", "! " + safeParts(String(n)).text));
+  if (typeof p.always === "string" && p.always) nodes.push(el("div", "always", safeParts(p.always).text));
   return nodes;
 }
 
