@@ -1,5 +1,5 @@
 """``python -m acagent``."""
 
-from acagent.cli import main
+from acagent._entry import main
 
 main()

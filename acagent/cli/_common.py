@@ -71,16 +71,35 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """``anyio.run`` on the asyncio backend; AcagentError → one-line message, exit 1."""
     import anyio
 
+    from acagent._entry import started
+
+    started()  # from here a Ctrl-C is the command's (KeyboardInterrupt, signal receivers)
     try:
         return anyio.run(fn)
     except (AcagentError, BaseExceptionGroup) as exc:
         err = find_acagent_error(exc)
         if err is None:
+            if isinstance(exc, BaseExceptionGroup) and _only_interrupts(exc):
+                sys.stderr.write("\n")
+                fail("interrupted", 130)  # a Ctrl-C that cancelled start-up tasks mid-way
             raise
         fail(f"{err.message}" + (f" [{err.code}]" if err.code not in ("internal", "bad_request") else ""))
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         fail("interrupted", 130)
+
+
+def _only_interrupts(group: BaseExceptionGroup) -> bool:
+    """True when every leaf of ``group`` is a Ctrl-C (``KeyboardInterrupt``) or the cancellation
+    it caused (``CancelledError``)."""
+    import asyncio
+
+    return all(
+        _only_interrupts(e)
+        if isinstance(e, BaseExceptionGroup)
+        else isinstance(e, KeyboardInterrupt | asyncio.CancelledError)
+        for e in group.exceptions
+    )
 
 
 async def check_model(settings: Settings, model: str) -> None:
