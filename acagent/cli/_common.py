@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -80,13 +80,29 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
         err = find_acagent_error(exc)
         if err is None:
             if isinstance(exc, BaseExceptionGroup) and _only_interrupts(exc):
-                sys.stderr.write("\n")
-                fail("interrupted", 130)  # a Ctrl-C that cancelled start-up tasks mid-way
+                _interrupted()  # a Ctrl-C that cancelled start-up tasks mid-way
             raise
         fail(f"{err.message}" + (f" [{err.code}]" if err.code not in ("internal", "bad_request") else ""))
     except KeyboardInterrupt:
-        sys.stderr.write("\n")
-        fail("interrupted", 130)
+        _interrupted()
+
+
+def _interrupted() -> NoReturn:
+    """Exit 130 after a Ctrl-C that reached the top (start-up, or a second Ctrl-C).
+
+    Worker threads the interrupted loop left behind (an ``aiosqlite`` call in flight) would
+    report "Event loop is closed" with a traceback when they finish; they are not waited for:
+    the process ends like a killed one, which the journal is made to survive.
+    """
+    import threading
+
+    sys.stderr.write("\nacagent: error: interrupted\n")
+    sys.stderr.flush()
+    main = threading.main_thread()
+    if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
+        sys.stdout.flush()
+        os._exit(130)
+    raise typer.Exit(130)
 
 
 def _only_interrupts(group: BaseExceptionGroup) -> bool:
