@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from acagent.runner._protocol import pid_is_dead
+from acagent._pids import pid_is_dead
 from acagent.runner._turn import Turn
 from acagent.store import ACTIVE
 
