@@ -72,7 +72,9 @@ def _root(
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``acagent: error: <message>`` on stderr (one line) and exit with ``code``."""
+    """Print ``acagent: error: <message>`` on stderr (one line: line breaks become spaces) and
+    exit with ``code``."""
+    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
     sys.stderr.write(f"acagent: error: {message}\n")
     sys.stderr.flush()
     raise typer.Exit(code)

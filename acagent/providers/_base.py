@@ -40,6 +40,7 @@ __all__ = [
     "is_context_overflow",
     "is_retryable_status",
     "next_chunk",
+    "one_line",
     "parse_tool_arguments",
     "stream_error",
 ]
@@ -239,6 +240,14 @@ def is_context_overflow(
     return any(m in lowered for m in _OVERFLOW_MESSAGES)
 
 
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included) as one space, stripped.
+
+    A proxy's error page (nginx's ``502 Bad Gateway`` HTML) is many lines; the user gets one.
+    """
+    return " ".join(text.split())
+
+
 def is_retryable_status(status_code: int) -> bool:
     """True for 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded" included)."""
     return status_code in (408, 409, 429) or status_code >= 500
@@ -284,7 +293,7 @@ def http_status_error(
         retried); else a :class:`ProviderHTTPError`, retryable for 408/409/429/5xx/529 and
         overloaded errors, never for 401/403.
     """
-    detail = api_message or str(body)[:500]
+    detail = one_line(api_message or str(body))[:500]
     etype = error_type or f"http_{status_code}"
     if is_context_overflow(status_code, error_type=error_type, error_code=error_code, message=api_message):
         return ContextOverflow(
@@ -324,7 +333,7 @@ def stream_error(
     """
     etype = error_type or "stream_error"
     return ProviderHTTPError(
-        f"{provider!r} stream failed mid-way ({etype}): {api_message or body}",
+        f"{provider!r} stream failed mid-way ({etype}): {one_line(api_message or str(body))[:500]}",
         status_code=None,
         body=body,
         retryable=etype in RETRYABLE_ERROR_TYPES or "overloaded" in etype,

@@ -34,7 +34,7 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from acagent.errors import ProviderConnectionError, ProviderError
+from acagent.errors import ContextOverflow, ProviderConnectionError, ProviderError, ProviderHTTPError
 from acagent.providers._base import ModelRequest
 from acagent.providers._sse import SSENormalizer, WireActivity, WireStall
 from acagent.providers._stream import BaseStreamedResponse
@@ -116,6 +116,30 @@ class EventSource:
             if self._parser.done_marker:
                 self.activity.done_marker = True
         return pending.popleft()
+
+
+def _not_a_stream(content_type: str) -> str:
+    """The media type of an answer that is certainly not an event stream (JSON, HTML), else "".
+
+    A missing or other type is read as a stream (some local servers send ``text/plain``).
+    """
+    media = content_type.partition(";")[0].strip().lower()
+    return media if media in ("application/json", "text/html") or media.endswith("+json") else ""
+
+
+def _not_a_stream_error(error: ProviderError, media: str) -> ProviderError:
+    """A 2xx answer with a JSON or HTML body instead of the stream (a gateway's error, a captive
+    portal): the body's own message, retryable only if its error type is (it was retried as a
+    "truncated stream" and reported as such, hiding the body)."""
+    if isinstance(error, ContextOverflow):
+        return error
+    return ProviderHTTPError(
+        f"{error.message} (a {media} body instead of an event stream)",
+        status_code=getattr(error, "http_status", None),
+        body=getattr(error, "body", None),
+        retryable=error.retryable,
+        error_type=error.error_type,
+    )
 
 
 def decode_body(raw: bytes) -> Any:
@@ -234,13 +258,15 @@ class HTTPProvider(ABC):
                 anyio.fail_after(min(self.idle_timeout_s, self.timeout_s)),
             ):
                 response = await client.send(post, stream=True)
-                if response.status_code >= 300:
+                media = _not_a_stream(response.headers.get("content-type", ""))
+                if response.status_code >= 300 or media:
                     try:
                         raw = await response.aread()
                     finally:
                         await response.aclose()
                     headers = {k.lower(): v for k, v in response.headers.items()}
-                    raise self._status_error(response.status_code, decode_body(raw), headers)
+                    error = self._status_error(response.status_code, decode_body(raw), headers)
+                    raise error if response.status_code >= 300 else _not_a_stream_error(error, media)
         except TimeoutError as exc:
             raise ProviderConnectionError(
                 f"{self.name!r} at {self.base_url!r} did not answer within {self.idle_timeout_s:g} s"

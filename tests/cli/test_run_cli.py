@@ -184,3 +184,13 @@ def test_empty_prompt_is_refused_before_any_request(cli: Any, mock: MockProvider
         assert r.returncode == 2 and "empty" in r.stderr
     assert mock.requests == []
     assert json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout) == []
+
+
+def test_a_proxy_error_page_is_one_line_error(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """A 502 HTML page from a proxy (many lines) ends `acagent run` with one line naming it."""
+    page = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>nginx</body>\r\n</html>\r\n"
+    mock.default = Script(status=502, body=page)
+    r = cli("run", "--model", "openai:m", "--base-url", mock.openai_base_url, "hi", cwd=workspace,
+            extra_env={"ACAGENT_TIMING_RETRY_BASE_DELAY_S": "0.01"})
+    assert r.returncode == 1 and "502 Bad Gateway" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr

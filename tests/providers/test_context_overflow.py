@@ -98,3 +98,45 @@ async def test_turn_does_not_resend_an_overflowing_request(
     (failed,) = [e.payload for e in events if e.type == "turn.failed"]
     assert failed["type"] == "context_overflow" and failed["retryable"] is False
     assert len(mock.requests) == 1
+
+
+NGINX_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_proxy_error_page_is_one_line(mock: MockProvider, api: str) -> None:
+    """A proxy's multi-line HTML error page is reported on one line (it was printed as is)."""
+    mock.script(Script(status=502, body=NGINX_502))
+    provider = _provider(api, mock)
+    with pytest.raises(ProviderHTTPError) as info:
+        await collect(provider, make_request())
+    await provider.aclose()  # type: ignore[attr-defined]
+    assert "\n" not in info.value.message and "502 Bad Gateway" in info.value.message
+    assert info.value.retryable is True
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize("shape", ["json_error", "html_page"])
+async def test_a_200_that_is_not_an_event_stream_names_its_body(
+    mock: MockProvider, api: str, shape: str
+) -> None:
+    """A 200 with a JSON error body or an HTML page (a gateway, a captive portal) is an error naming
+    the body, not retried: it was read as an empty stream, retried twice and reported as "stream
+    was truncated: it ended after 75 bytes", hiding the server's message."""
+    if shape == "json_error":
+        body: dict[str, object] | bytes = {
+            "error": {"message": "streaming is not supported", "type": "invalid_request_error"}
+        }
+    else:
+        body = b"<html><body>Sign in to the guest network</body></html>"
+    mock.script(Script(status=200, body=body))
+    provider = _provider(api, mock)
+    with pytest.raises(ProviderHTTPError) as info:
+        await collect(provider, make_request())
+    await provider.aclose()  # type: ignore[attr-defined]
+    needle = "streaming is not supported" if shape == "json_error" else "guest network"
+    assert needle in info.value.message and "instead of an event stream" in info.value.message
+    assert info.value.retryable is False and "truncated" not in info.value.message
