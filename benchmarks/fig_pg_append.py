@@ -6,6 +6,10 @@ On one PostgreSQL server (Debian binaries, fsync on, started here), in one run:
 - **fenced append**: :meth:`PostgresJournal.commit` with a lease, one event per transaction, with
   and without the cluster's batched NOTIFY (the notify path's cost);
 - **framed**: 50 events per commit (how the writer commits a burst of deltas);
+- **concurrent writers** (``WRITERS`` sessions committing at once, as a daemon with that many
+  running turns does): the same three measurements with the raw anchor also run by ``WRITERS``
+  connections — PostgreSQL's WAL flush covers every commit queued behind it (group commit), so
+  throughput scales with writers on an fsync-bound disk;
 - **commit → another daemon**: a second journal's :class:`ClusterMember` LISTENs; the time from
   ``commit()`` returning on journal A to journal B having *read the event* after the hint
   (``on_commit`` → ``events(since)``), p50/p99 — the SSE hop to a client is not included.
@@ -43,14 +47,47 @@ async def _raw(url: str, n: int) -> float:
         await conn.close()
 
 
-async def _fenced(j: PostgresJournal, n: int, batch: int) -> float:
-    row, _ = await j.create_session(cwd="/tmp", model=None, title=None)
-    lease = await j.acquire_lease(row.id, "w", ttl_s=300)
+WRITERS = 8
+
+
+async def _raw_concurrent(url: str, n: int, writers: int) -> float:
+    import asyncpg
+
+    conns = [await asyncpg.connect(url) for _ in range(writers)]
+    try:
+        await conns[0].execute("CREATE TABLE IF NOT EXISTS raw_event (sid TEXT, seq BIGINT, payload TEXT)")
+
+        async def one(conn: Any, k: int) -> None:
+            for i in range(n // writers):
+                await conn.execute("INSERT INTO raw_event VALUES ($1, $2, $3)", f"s{k}", i, '{"text": "x"}')
+
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for k, conn in enumerate(conns):
+                tg.start_soon(one, conn, k)
+        return (n // writers) * writers / (time.perf_counter() - t0)
+    finally:
+        for conn in conns:
+            await conn.close()
+
+
+async def _fenced(j: PostgresJournal, n: int, batch: int, writers: int = 1) -> float:
+    leases = []
+    for _ in range(writers):
+        row, _ = await j.create_session(cwd="/tmp", model=None, title=None)
+        leases.append((row.id, await j.acquire_lease(row.id, "w", ttl_s=300)))
     events = [("assistant.delta", {"text": "x" * 12})] * batch
+    per_writer = n // batch // writers
+
+    async def one(sid: str, lease: Any) -> None:
+        for _ in range(per_writer):
+            await j.commit(sid, events, lease=lease)
+
     t0 = time.perf_counter()
-    for _ in range(n // batch):
-        await j.commit(row.id, events, lease=lease)
-    return (n // batch) * batch / (time.perf_counter() - t0)
+    async with anyio.create_task_group() as tg:
+        for sid, lease in leases:
+            tg.start_soon(one, sid, lease)
+    return per_writer * writers * batch / (time.perf_counter() - t0)
 
 
 class _Reader:
@@ -114,7 +151,8 @@ async def _latency(url: str, a: PostgresJournal, rounds: int) -> dict[str, float
 async def measure(url: str, n: int = 3000) -> dict[str, Any]:
     """Run every measurement on the journal at ``url``."""
     raw = await _raw(url, n)
-    a = await PostgresJournal.open(url, daemon_id="bench-a")
+    raw_k = await _raw_concurrent(url, n * 2, WRITERS)
+    a = await PostgresJournal.open(url, daemon_id="bench-a", max_connections=WRITERS + 2)
     try:
         plain = await _fenced(a, n, 1)  # no cluster: one inline NOTIFY after each commit
         member = ClusterMember(a, url, lease_ttl_s=30)
@@ -124,6 +162,8 @@ async def measure(url: str, n: int = 3000) -> dict[str, Any]:
             tg.start_soon(member._notifier)
             batched = await _fenced(a, n, 1)
             framed = await _fenced(a, n * 10, 50)
+            batched_k = await _fenced(a, n * 2, 1, WRITERS)
+            framed_k = await _fenced(a, n * 20, 50, WRITERS)
             tg.cancel_scope.cancel()
         a.on_commit = None
         latency = await _latency(url, a, 200)
@@ -136,6 +176,11 @@ async def measure(url: str, n: int = 3000) -> dict[str, Any]:
         "fenced_append_inline_notify_per_s": round(plain),
         "framed_50_per_commit_events_per_s": round(framed),
         "ratio_fenced_to_raw": round(no_notify / raw, 2),
+        "writers": WRITERS,
+        "raw_insert_commit_concurrent_per_s": round(raw_k),
+        "fenced_append_concurrent_per_s": round(batched_k),
+        "ratio_fenced_to_raw_concurrent": round(batched_k / raw_k, 2),
+        "framed_50_concurrent_events_per_s": round(framed_k),
         "notify_cost_pct": round(100 * (1 - batched / no_notify), 1),
         "commit_to_other_daemon": latency,
     }

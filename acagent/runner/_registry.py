@@ -92,6 +92,8 @@ class SessionRegistry(TranscriptKeeper):
         self._transcripts: dict[str, TranscriptWriter] = {}
         self._pumps: dict[str, anyio.Event] = {}
         self._transcript_started: set[str] = set()
+        self._held_since: dict[Any, float] = {}
+        """Lease → when it was last renewed (or first seen held), local monotonic clock."""
 
     @classmethod
     @asynccontextmanager
@@ -172,9 +174,19 @@ class SessionRegistry(TranscriptKeeper):
                 )
             except AcagentError as exc:
                 log.warning("lease renewal failed: %s", exc.message)
+                # Unrenewed for a whole TTL (journal unreachable, a blackholed network): the lease
+                # may be another's by now — stop writing (the fence would refuse it anyway) and
+                # never start a tool under a lease that may be gone.
+                for runner, lease, turn in held:
+                    if (
+                        anyio.current_time() - self._held_since.setdefault(lease, last_renew)
+                        >= timing.lease_ttl_s
+                    ):
+                        runner.on_lease_check(False, False, turn)
                 continue
             if renew:
                 last_renew = anyio.current_time()
+                self._held_since = {lease: last_renew for _, lease, _ in held}
             for runner, lease, turn in held:
                 if runner.writer.lease is not lease:
                     continue  # the turn ended (or re-leased) meanwhile

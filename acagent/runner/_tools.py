@@ -16,6 +16,8 @@ terminal rows never change. What a dead process left behind is resolved here too
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from typing import Any
 
@@ -78,10 +80,12 @@ class ToolExecutor:
         timing = turn.settings.timing
         if row.status == "running":
             # the recorded group (while the run lease holds), and every process carrying the call's
-            # spawn marker (F45)
-            await kill_call_processes(
-                turn.session_id, row.tool_call_id, row.trusted_pgid(), timing.tool_kill_grace_s
-            )
+            # spawn marker (F45) — only on the host that ran it: a pid recorded by another
+            # daemon's host means nothing here
+            if row.host in (None, socket.gethostname()):
+                await kill_call_processes(
+                    turn.session_id, row.tool_call_id, row.trusted_pgid(), timing.tool_kill_grace_s
+                )
             if not row.idempotent:
                 await self._finish(turn, turn_id, row, ToolResult(INTERRUPTED_BY_CRASH, status="interrupted"))
                 return None
@@ -218,6 +222,8 @@ class ToolExecutor:
                     ("dispatched",),
                     (
                         ("runner", turn.worker_id),
+                        ("host", socket.gethostname()),
+                        ("runner_pid", os.getpid()),
                         ("run_expires_at", time.time() + timing.tool_redelivery_idle_s),
                     ),
                 ),

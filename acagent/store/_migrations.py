@@ -139,12 +139,19 @@ def m005_fewer_index_writes(db: sqlite3.Connection) -> None:
     db.execute("DROP INDEX IF EXISTS step_by_digest")
 
 
+def m006_tool_call_host(db: sqlite3.Connection) -> None:
+    """Which host and acagent process ran each tool call (``tool_call.host``, ``runner_pid``)."""
+    db.execute("ALTER TABLE tool_call ADD COLUMN host TEXT")
+    db.execute("ALTER TABLE tool_call ADD COLUMN runner_pid INTEGER")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_transcript_stat,
     m003_usage,
     m004_archived,
     m005_fewer_index_writes,
+    m006_tool_call_host,
 ]
 
 

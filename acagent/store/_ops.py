@@ -147,7 +147,18 @@ class UpdateToolCall:
     from_: tuple[str, ...]
     fields: tuple[tuple[str, Any], ...] = ()
 
-    ALLOWED = frozenset({"runner", "pid", "run_expires_at", "result_status", "approval", "approval_note"})
+    ALLOWED = frozenset(
+        {
+            "runner",
+            "pid",
+            "run_expires_at",
+            "result_status",
+            "approval",
+            "approval_note",
+            "host",
+            "runner_pid",
+        }
+    )
 
     def __post_init__(self) -> None:
         if not self.from_ or set(self.from_) & {"done", "failed"}:

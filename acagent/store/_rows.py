@@ -135,6 +135,11 @@ class ToolCallRow:
     run_expires_at: float | None
     idempotent: int
     result_status: str | None
+    host: str | None = None
+    """Hostname of the process that ran the tool (set with ``running``; recovery signals ``pid``
+    only on that host)."""
+    runner_pid: int | None = None
+    """Pid of the acagent process that ran the tool."""
 
     @property
     def terminal(self) -> bool:

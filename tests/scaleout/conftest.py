@@ -143,14 +143,15 @@ class Cluster:
     attachers: list[Attacher] = field(default_factory=list)
     args: tuple[str, ...] = ("--yes",)
 
-    def start(self, host: str, daemon_id: str, **env: str) -> ClusterDaemon:
-        """Start (or restart, same home and id) daemon ``daemon_id`` on ``host``."""
+    def start(self, host: str, daemon_id: str, *, url: str | None = None, **env: str) -> ClusterDaemon:
+        """Start (or restart, same home and id) daemon ``daemon_id`` on ``host`` (journal ``url``,
+        default the cluster's)."""
         home = self.root / daemon_id
         home.mkdir(parents=True, exist_ok=True)
         d = ClusterDaemon(
             home=home,
             env=daemon_env(home, self.mock, **{**FAST_TIMING, **env}),
-            args=["--host", host, "--journal", self.url, "--daemon-id", daemon_id, *self.args],
+            args=["--host", host, "--journal", url or self.url, "--daemon-id", daemon_id, *self.args],
             host=host,
             daemon_id=daemon_id,
         ).start()

@@ -157,3 +157,35 @@ async def test_usage_and_caps_queries(journal: PostgresJournal) -> None:
     report = await journal.usage_report(by="session")
     assert report[0][0] == row.id and report[0][2].calls == 2
     assert (await journal.session_counts())["pending"] == 1
+
+
+async def test_takeovers_are_counted_in_metrics(pg_url: str) -> None:
+    """A lease taken from another holder (expired) and a claim of an orphan each count one
+    ``acagent_lease_takeovers_total``; re-taking one's own or a released lease counts none."""
+    from acagent.obs import _metrics
+
+    recorder = _metrics.enable_metrics()
+    try:
+        total = lambda: recorder.registry.get_sample_value("acagent_lease_takeovers_total") or 0.0  # noqa: E731
+        a = await PostgresJournal.open(pg_url, daemon_id="ta")
+        b = await PostgresJournal.open(pg_url, daemon_id="tb")
+        try:
+            row, _ = await a.create_session(cwd="/tmp", model=None, title=None)
+            lease = await a.acquire_lease(row.id, "wa", ttl_s=30)
+            await a.release_lease(row.id, lease)
+            lease = await a.acquire_lease(row.id, "wa", ttl_s=0.01)
+            assert total() == 0
+            await a.commit(row.id, [], lease=lease, ops=[SetStatus("running", ("pending",))])
+            await anyio.sleep(0.05)
+            await b.acquire_lease(row.id, "wb", ttl_s=0.01)  # wa's lease expired: a takeover
+            assert total() == 1
+            await anyio.sleep(0.05)
+            assert await a.claim_orphans(limit=5, ttl_s=30) == [row.id]  # wb expired: a takeover
+            assert total() == 2
+            await a.acquire_lease(row.id, "wa2", ttl_s=30)  # this daemon's own claim: not another
+            assert total() == 2
+        finally:
+            await a.aclose()
+            await b.aclose()
+    finally:
+        _metrics._reset_for_tests()

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
-from acagent.store.pg._conn import TRANSIENT, describe
+from acagent.store.pg._conn import TRANSIENT, describe, session_settings
 from acagent.store.pg._journal import EVENTS_CHANNEL, PostgresJournal
 from acagent.store.pg._leases import INBOX_CHANNEL
 
@@ -141,7 +141,9 @@ class ClusterMember:
                 conn = await asyncpg.connect(
                     self.url,
                     timeout=10,
-                    server_settings={"application_name": f"acagent:{self.journal.daemon_id}:listen"[:63]},
+                    server_settings=session_settings(
+                        self.journal.daemon_id, self.journal.busy_timeout_ms, "listen"
+                    ),
                 )
             except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
                 log.warning(

@@ -14,7 +14,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from acagent.errors import AcagentError, JournalError
 
-__all__ = ["TRANSIENT", "describe", "is_pg_url", "pg_errors", "redact_url"]
+__all__ = [
+    "STATEMENT_SLACK_S",
+    "TRANSIENT",
+    "TRANSIENT_OR_TIMEOUT",
+    "describe",
+    "is_pg_url",
+    "pg_errors",
+    "redact_url",
+    "session_settings",
+]
 
 
 def is_pg_url(url: str | None) -> bool:
@@ -57,6 +66,34 @@ def _transient() -> tuple[type[BaseException], ...]:
 TRANSIENT: tuple[type[BaseException], ...] = _transient()
 """Errors after which the server may be back shortly (restart, terminated backend, network)."""
 TRANSIENT_OR_TIMEOUT: tuple[type[BaseException], ...] = (TimeoutError, *TRANSIENT)
+
+
+STATEMENT_SLACK_S = 5.0
+"""Client-side bound on one statement beyond the lock wait (``lock_timeout``), seconds."""
+
+
+def session_settings(daemon_id: str, busy_timeout_ms: int, role: str = "") -> dict[str, str]:
+    """Server settings of every connection of a daemon (pool, liveness, listener).
+
+    - ``application_name`` ``acagent:<id>[:role]``: operators (and the fault tests) find a
+      daemon's backends by it;
+    - ``lock_timeout`` = the busy timeout; ``statement_timeout`` bounds a runaway statement;
+    - ``idle_in_transaction_session_timeout``: a client that vanished mid-transaction (blackholed
+      network, frozen host) has its backend ended, so its row locks (``FOR UPDATE`` in a commit)
+      never hold a session away from the claim scan (``SKIP LOCKED`` would skip it forever);
+    - ``tcp_keepalives_*``: the server probes an idle client after 5 s, every 2 s, 3 times: a
+      lost host's connections (and its advisory liveness lock) are dropped in ≈11 s, not after
+      the kernel default of two hours.
+    """
+    return {
+        "application_name": f"acagent:{daemon_id}{':' + role if role else ''}"[:63],
+        "lock_timeout": str(int(busy_timeout_ms)),
+        "statement_timeout": str(int(busy_timeout_ms + 1000 * STATEMENT_SLACK_S * 4)),
+        "idle_in_transaction_session_timeout": "5000",
+        "tcp_keepalives_idle": "5",
+        "tcp_keepalives_interval": "2",
+        "tcp_keepalives_count": "3",
+    }
 
 
 def describe(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from acagent.errors import JournalError, SessionBusy, SessionNotFound
+from acagent.obs import metrics
 from acagent.store import Lease
 from acagent.store.pg._schema import ADVISORY_CLASS
 
@@ -39,6 +40,13 @@ _FREE = f"""(lease_owner IS NULL OR lease_expires_at < {_NOW}
     OR (lease_daemon = $D AND (lease_pid IS DISTINCT FROM $P OR lease_host IS DISTINCT FROM $H))
     OR (lease_daemon IS NOT NULL AND NOT acagent_daemon_alive(lease_daemon)))"""
 _ACTIVE = "('running', 'waiting_tool', 'waiting_user')"
+
+
+def _taken(owner: str, row: Any) -> Lease:
+    """The lease from ``acquire_lease``'s row ``(token, took_over)``; a takeover is counted."""
+    if row[1]:
+        metrics().lease_takeover()
+    return Lease(owner=owner, token=row[0])
 
 
 class LeaseMixin:
@@ -60,7 +68,7 @@ class LeaseMixin:
         """
         import asyncpg
 
-        conn = await asyncpg.connect(url, server_settings=settings, timeout=10)
+        conn = await asyncpg.connect(url, server_settings=settings, timeout=10, command_timeout=10)
         got = await conn.fetchval(
             "SELECT pg_try_advisory_lock($1, hashtext($2) & 2147483647)", ADVISORY_CLASS, self.daemon_id
         )
@@ -82,16 +90,25 @@ class LeaseMixin:
         self._liveness_url = url
         self._liveness_settings = settings
 
-    async def heartbeat(self, url: str | None = None) -> bool:
+    async def heartbeat(self, url: str | None = None, *, timeout_s: float = 5.0) -> bool:
         """Beat on the liveness connection; reconnect (re-taking the lock) if it was lost.
 
+        A beat unanswered within ``timeout_s`` (a blackholed network) drops the connection; the
+        reconnect then fails or finds the lock still held by the old backend until the server
+        ends it (keepalives, or the network coming back and resetting it).
+
         Returns:
-            True if the lock is held now; False if another process took this id meanwhile.
+            True if the lock is held now; False if another process took this id meanwhile (or,
+            after a lost connection, the old backend still holds it).
         """
         conn = self._liveness
         if conn is not None and not conn.is_closed():
             try:
-                await conn.execute(f"UPDATE daemon SET heartbeat_at = {_NOW} WHERE id = $1", self.daemon_id)
+                await conn.execute(
+                    f"UPDATE daemon SET heartbeat_at = {_NOW} WHERE id = $1",
+                    self.daemon_id,
+                    timeout=timeout_s,
+                )
                 return True
             except Exception:
                 conn.terminate()
@@ -132,7 +149,9 @@ class LeaseMixin:
             "UPDATE session SET lease_owner = $2, lease_host = $3, lease_pid = $4, lease_daemon = $8,"
             f" lease_expires_at = {_NOW} + $5, fencing_token = fencing_token + 1"
             f" WHERE id = $1 AND ($6::bigint IS NULL OR fencing_token = $6::bigint) AND ($7::bool OR lease_owner = $2"
-            f" OR lease_owner = 'claim:' || $8 OR {_FREE}) RETURNING fencing_token",
+            f" OR lease_owner = 'claim:' || $8 OR {_FREE}) RETURNING fencing_token,"
+            # the statement's snapshot: the holder before this update (a takeover if it was another)
+            " COALESCE((SELECT p.lease_owner FROM session p WHERE p.id = $1), '') NOT IN ('', $2, 'claim:' || $8)",
             8,
             9,
             10,
@@ -140,7 +159,7 @@ class LeaseMixin:
         args = (session_id, owner, host or self.host, pid or self.pid, ttl_s)
         rows = await self._fetch(sql, *args, None, False, self.daemon_id, self.pid, self.host)
         if rows:
-            return Lease(owner=owner, token=rows[0][0])
+            return _taken(owner, rows[0])
         current = await self._fetch(
             "SELECT lease_owner, lease_host, lease_pid, lease_daemon, fencing_token FROM session WHERE id = $1",
             session_id,
@@ -151,7 +170,7 @@ class LeaseMixin:
         if is_dead is not None and is_dead(cur_host, cur_pid):
             rows = await self._fetch(sql, *args, token, True, self.daemon_id, self.pid, self.host)
             if rows:
-                return Lease(owner=owner, token=rows[0][0])
+                return _taken(owner, rows[0])
         where = f"daemon {cur_daemon!r}" if cur_daemon else f"pid {cur_pid} on {cur_host}"
         raise SessionBusy(
             f"session {session_id} is open in {where}; use `acagent attach {session_id}`",
@@ -171,6 +190,7 @@ class LeaseMixin:
             ``{session_id: (still_held, cancel_requested)}``; a session missing from the
             statement's result is lost (``(False, False)``): its runner must stop at once.
         """
+        budget = max(0.5, ttl_s / 2)  # an unanswered renewal must not outlive the lease it renews
         ids = [sid for sid, _ in leases]
         owners = [lease.owner for _, lease in leases]
         tokens = [lease.token for _, lease in leases]
@@ -181,7 +201,7 @@ class LeaseMixin:
                 " WHERE s.id = l.id AND s.lease_owner = l.owner AND s.fencing_token = l.token"
                 " RETURNING s.id, s.cancel_requested"
             )
-            rows = await self._fetch(sql, ids, owners, tokens, ttl_s)
+            rows = await self._fetch(sql, ids, owners, tokens, ttl_s, budget_s=budget)
         else:
             rows = await self._fetch(
                 "SELECT s.id, s.cancel_requested FROM session s"
@@ -190,6 +210,7 @@ class LeaseMixin:
                 ids,
                 owners,
                 tokens,
+                budget_s=budget,
             )
         held = {r[0]: bool(r[1]) for r in rows}
         return {sid: ((sid in held), held.get(sid, False)) for sid in ids}
@@ -230,6 +251,8 @@ class LeaseMixin:
             2,
         )
         rows = await self._fetch(sql, limit, self.host, self.pid, ttl_s, list(exclude), self.daemon_id)
+        for _ in rows:  # each claim takes a dead or expired holder's lease over
+            metrics().lease_takeover()
         return [r[0] for r in rows]
 
     async def daemons(self) -> list[dict[str, Any]]:

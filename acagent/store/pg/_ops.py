@@ -117,7 +117,7 @@ async def _insert_tool_call(op: Any, tx: PgTx) -> Extra:
     return None
 
 
-_TOOL_FIELDS = frozenset({"runner", "pid", "run_expires_at", "result_status", "approval", "approval_note"})
+_TOOL_FIELDS = ops_module.UpdateToolCall.ALLOWED
 
 
 async def _update_tool_call(op: Any, tx: PgTx) -> Extra:

@@ -159,7 +159,18 @@ ALTER TABLE session ADD COLUMN archived_at TEXT;
 """
 """``session.archived_at``: when the session was archived (NULL: not archived); SQLite's ``m004_archived``."""
 
-PG_MIGRATIONS: list[tuple[str, str]] = [("m001_initial", M001), ("m002_archived", M002)]
+M003 = """
+ALTER TABLE tool_call ADD COLUMN host TEXT, ADD COLUMN runner_pid INTEGER;
+COMMENT ON COLUMN tool_call.host IS 'hostname of the daemon that ran the tool (recovery signals pid only there)';
+COMMENT ON COLUMN tool_call.runner_pid IS 'pid of the acagent process that ran the tool';
+"""
+"""Which host and acagent process ran each tool call; SQLite's ``m006_tool_call_host``."""
+
+PG_MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", M001),
+    ("m002_archived", M002),
+    ("m003_tool_call_host", M003),
+]
 """``(name, sql)`` in order; append only."""
 
 REQUIRED_TABLES = ("session", "event", "step", "tool_call", "usage", "daemon", "inbox")

@@ -65,12 +65,13 @@ async def test_tool_call_intents_and_terminal_rows(journal: Journal, h) -> None:
         ("c2", "dispatched", 1),
     ]
     assert open_calls[0].arguments == '{"cmd":"ls"}'
-    fields = (("runner", "w1"), ("pid", 4242), ("run_expires_at", 12.5))
+    fields = (("runner", "w1"), ("pid", 4242), ("run_expires_at", 12.5), ("host", "h-1"), ("runner_pid", 77))
     await journal.commit(
         row.id, [], lease=lease, ops=[UpdateToolCall("c1", "running", ("dispatched",), fields)]
     )
     got = (await journal.tool_calls(row.id))[0]
     assert (got.status, got.runner, got.pid, got.run_expires_at) == ("running", "w1", 4242, 12.5)
+    assert (got.host, got.runner_pid) == ("h-1", 77)  # which host and process ran it (recovery)
     await journal.commit(
         row.id, [], lease=lease, ops=[UpdateToolCall("c1", "done", ("running",), (("result_status", "ok"),))]
     )
