@@ -116,6 +116,9 @@ class _Reader:
     async def on_input(self, session_id: str, kind: str, ref: str) -> None:
         return None
 
+    async def sweep_inbox(self) -> None:
+        return None
+
     async def resume(self, session_id: str) -> None:
         return None
 

@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.mockprovider import MockProvider
@@ -26,7 +27,11 @@ from tests.server.conftest import responder, wait_for
 __all__ = ["main"]
 
 
-def _round(cluster: Cluster, i: int, work: Path) -> tuple[float, float]:
+def _epoch(ts: str) -> float:
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
+def _round(cluster: Cluster, i: int, work: Path) -> tuple[float, float, dict[str, float]]:
     ids = ["d2", "d3", "d4"]
     owner, watcher = cluster.daemons[ids[i % 3]], cluster.daemons[ids[(i + 1) % 3]]
     sid = owner.create(work)["id"]
@@ -37,15 +42,25 @@ def _round(cluster: Cluster, i: int, work: Path) -> tuple[float, float]:
     seen = len(a.events)
     last_before = time.monotonic()
     owner.stop_signal(signal.SIGKILL)
-    killed = time.monotonic()
+    killed, killed_wall = time.monotonic(), time.time()
     wait_for(lambda: any(e["type"] == "step.started" for e in list(a.events)[seen:]), 30, interval=0.005)
     failover = time.monotonic() - killed
     a.wait_type("turn.completed", timeout=60)
     watcher.wait_status(sid, ("done",), 30)
-    check_stream(a, watcher.events(sid))
+    journal = watcher.events(sid)
+    check_stream(a, journal)
     a.close()
     cluster.restart(owner)
-    return failover, failover + (killed - last_before)
+    # the timeline from the journal's own timestamps (same host clock as the kill)
+    after = [e for e in journal if _epoch(e["ts"]) > killed_wall]
+    first = _epoch(after[0]["ts"])
+    started = next(_epoch(e["ts"]) for e in after if e["type"] == "step.started")
+    phases = {
+        "claim_s": first - killed_wall,  # kill → the new owner's first commit (scan + claim + runner start)
+        "resume_s": started - first,  # → its step.started commit (process_died retry, budget checks)
+        "deliver_s": failover - (started - killed_wall),  # → the attacher on the third daemon has it
+    }
+    return failover, failover + (killed - last_before), phases
 
 
 def main() -> None:
@@ -70,6 +85,7 @@ def main() -> None:
         finally:
             cluster.close()
     fail = sorted(s[0] for s in samples)
+    phases = {k: sorted(s[2][k] for s in samples) for k in samples[0][2]}
     stall = sorted(s[1] for s in samples)
     p99 = (
         (lambda xs: statistics.quantiles(xs, n=100, method="inclusive")[98])
@@ -82,6 +98,8 @@ def main() -> None:
         "failover_p99_s": round(p99(fail), 3),
         "failover_max_s": round(fail[-1], 3),
         "attacher_stall_p99_s": round(p99(stall), 3),
+        "phases_p50_s": {k: round(statistics.median(v), 3) for k, v in phases.items()},
+        "phases_p99_s": {k: round(p99(v), 3) for k, v in phases.items()},
     }
     sys.stdout.write(json.dumps(result) + "\n")
 

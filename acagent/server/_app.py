@@ -13,8 +13,7 @@ import logging
 from importlib import resources
 from typing import Annotated, Any, Literal
 
-import anyio
-from fastapi import Body, FastAPI, Query, Request
+from fastapi import Body, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -25,13 +24,13 @@ from starlette.websockets import WebSocket
 from acagent._text import clean_text
 from acagent.errors import AcagentError, ConfigError, DaemonStopping, UserError
 from acagent.server._archive import add_archive_routes, archived_filter
+from acagent.server._input import submit
 from acagent.server._limits import BodyLimit
 from acagent.server._observe import add_compact_route, add_metrics_route, check_session_limits
 from acagent.server._security import COOKIE_NAME, Guard, _same
 from acagent.server._sse import sse_endpoint
 from acagent.server._state import DaemonState, hibernate
 from acagent.server._streams import MAX_SEQ, attach_websocket
-from acagent.store import RESTING
 from acagent.store._usage import caps_store
 
 __all__ = ["DaemonStopping", "create_app"]
@@ -478,25 +477,16 @@ def create_app(state: DaemonState) -> FastAPI:
         },
         tags=["turns"],
     )
-    async def post_message(session_id: str, body: Annotated[PostMessage, Body()]) -> dict[str, Any]:
-        """Start a turn. Policy when a turn already runs: reject with 409 ``session_busy``."""
-        if not state.accepting:
-            raise DaemonStopping("the daemon is shutting down; retry when it is back")
-        # One accept at a time per session, so a concurrent POST sees the running turn's id.
-        async with state.turn_lock(session_id):
-            runner = await state.registry.get_runner(session_id)
-            if runner.is_busy and (await state.journal.get_session(session_id)).status in RESTING:
-                # The turn already ended (turn.completed is committed with status done); the runner
-                # is only finishing up (checkpoint, lease release): a message sent right after the
-                # end is accepted, not refused as busy.
-                with anyio.move_on_after(10):
-                    await runner.wait()
-            if not runner.is_busy:
-                auto = body.auto_approve or state.settings.auto_approve
-                if runner.settings.auto_approve != auto:
-                    runner.settings = state.settings.model_copy(update={"auto_approve": auto})
-            _, turn_id = await state.registry.start_turn(session_id, body.text)
-        return {"turn_id": turn_id, "session_id": session_id}
+    async def post_message(
+        session_id: str,
+        body: Annotated[PostMessage, Body()],
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> dict[str, Any]:
+        """Start a turn. Policy when a turn already runs: reject with 409 ``session_busy``.
+
+        In a cluster an ``Idempotency-Key`` makes a retry (to any daemon) get the first answer."""
+        body_in = {"text": body.text, "auto_approve": body.auto_approve}
+        return await submit(state, "message", session_id, body_in, idempotency_key)
 
     @app.post(
         "/v1/sessions/{session_id}/cancel",
@@ -505,13 +495,15 @@ def create_app(state: DaemonState) -> FastAPI:
         responses=ERRORS,
         tags=["turns"],
     )
-    async def cancel(session_id: str, body: Annotated[CancelTurn | None, Body()] = None) -> dict[str, Any]:
+    async def cancel(
+        session_id: str,
+        body: Annotated[CancelTurn | None, Body()] = None,
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> dict[str, Any]:
         """Cancel the running turn (from any state; ``turn_id``: only that turn, never a later
         one); the session ends ``cancelled``."""
         turn_id = body.turn_id if body is not None else None
-        done = await state.registry.cancel(session_id, turn_id=turn_id)
-        row = await state.journal.get_session(session_id)
-        return {"session_id": session_id, "status": row.status, "cancelled": done}
+        return await submit(state, "cancel", session_id, {"turn_id": turn_id}, idempotency_key)
 
     @app.post(
         "/v1/sessions/{session_id}/approvals/{tool_call_id}",
@@ -520,12 +512,14 @@ def create_app(state: DaemonState) -> FastAPI:
         tags=["turns"],
     )
     async def answer_approval(
-        session_id: str, tool_call_id: str, body: Annotated[ApprovalAnswer, Body()]
+        session_id: str,
+        tool_call_id: str,
+        body: Annotated[ApprovalAnswer, Body()],
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
     ) -> dict[str, Any]:
         """Record a decision. 404 for an unknown or already-resolved approval (detail names the winner)."""
-        runner = await state.registry.get_runner(session_id)
-        row = await runner.answer_approval(tool_call_id, body.decision, answer=body.answer)
-        return {"tool_call_id": row.tool_call_id, "decision": row.approval}
+        body_in = {"tool_call_id": tool_call_id, "decision": body.decision, "answer": body.answer}
+        return await submit(state, "approval", session_id, body_in, idempotency_key)
 
     @app.get("/v1/sessions/{session_id}/events", response_model=EventsPage, responses=ERRORS, tags=["events"])
     async def events(

@@ -6,9 +6,10 @@
   ``attach --since N``, SSE and WebSocket on any daemon see the same seqs with no gap and no
   duplicate (the bus refuses a seq that is not after its last one; publishing stops at the first
   hole and the next hint fills it).
-- **Input from any daemon.** A cancel or approval answer is committed in the journal by whichever
-  daemon received it (cancel flag, approval compare-and-set) and the owner is hinted; the owner
-  reacts at once (interrupt, wake the approval wait) instead of at its next lease check.
+- **Input from any daemon.** Every message, cancel and approval answer is an inbox row first
+  (:mod:`acagent.server._inbox`); a hint ``kind:sid:@id`` makes the owner take the row (exactly
+  once) and apply it; the older hints (``cancel:sid``, ``approval:sid:call``, sent by the
+  journal's cancel flag and approval compare-and-set) wake the owner's turn at once.
 - **Failover.** Sessions the cluster claims (dead owner, expired lease) are resumed through
   :meth:`SessionRegistry.start_turn` (``text=None``: finish the interrupted turn).
 """
@@ -33,6 +34,8 @@ class RegistryHooks:
     def __init__(self, registry: Any) -> None:
         self.registry = registry
         self._locks: dict[str, anyio.Lock] = {}
+        self.inbox: Any = None
+        """The daemon's :class:`~acagent.server._inbox.ClusterInput` (rows hinted ``@id``)."""
 
     def _follows(self, runner: Any) -> bool:
         return not runner.is_busy and runner.writer.lease is None and not runner.bus.closed
@@ -71,6 +74,10 @@ class RegistryHooks:
 
     async def on_input(self, session_id: str, kind: str, ref: str) -> None:
         """Input committed on another daemon: the owner acts on it now (not at its next poll)."""
+        if ref.startswith("@") and ref[1:].isdigit():
+            if self.inbox is not None:  # an inbox row: take it (exactly once) and apply it
+                await self.inbox.on_hint(session_id, kind, int(ref[1:]))
+            return
         runner = self.registry.runners.get(session_id)
         if runner is None or not runner.is_busy:
             return
@@ -79,6 +86,11 @@ class RegistryHooks:
             runner.on_lease_check(True, True, turn)
         elif kind == "approval" and ref and getattr(runner, "turn", None) is not None:
             runner.turn.wake_approval(ref)
+
+    async def sweep_inbox(self) -> None:
+        """Take and apply inbox rows whose hint was missed (see ``ClusterInput.sweep``)."""
+        if self.inbox is not None:
+            await self.inbox.sweep()
 
     async def resume(self, session_id: str) -> None:
         """Finish the interrupted turn of a claimed session here."""

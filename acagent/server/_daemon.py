@@ -320,17 +320,29 @@ async def _close_at_exit(journal: Any) -> None:
             await journal.aclose()
 
 
-async def _join_cluster(tg: Any, registry: Any, settings: Settings) -> Any:
+async def _join_cluster(tg: Any, state: Any, settings: Settings) -> Any:
     """On a PostgreSQL journal, join the cluster (docs/scale-out.md); None for SQLite."""
     from acagent.store.pg import PostgresJournal
 
+    registry = state.registry
     if not isinstance(registry.journal, PostgresJournal) or settings.journal is None:
         return None
     from acagent.server._cluster import RegistryHooks
+    from acagent.server._inbox import ClusterInput
+    from acagent.server._input import local_input
     from acagent.store.pg._cluster import ClusterMember
 
+    hooks = RegistryHooks(registry)
+    hooks.inbox = state.inbox = ClusterInput(
+        registry.journal,
+        local_input(state),
+        capacity=hooks.capacity,
+        running=hooks.running,
+        max_sessions=settings.max_sessions,
+    )
+    await registry.journal.set_max_sessions(settings.max_sessions)
     member = ClusterMember(registry.journal, settings.journal, lease_ttl_s=settings.timing.lease_ttl_s)
-    await tg.start(member.run, RegistryHooks(registry))
+    await tg.start(member.run, hooks)
     log.info("joined the cluster as daemon %r on %s", registry.journal.daemon_id, registry.journal.where)
     return member
 
@@ -418,7 +430,7 @@ async def serve(
                         stop.set()
 
                 async with anyio.create_task_group() as tg:
-                    cluster = await _join_cluster(tg, registry, settings)
+                    cluster = await _join_cluster(tg, state, settings)
                     tg.start_soon(run_server)
                     tg.start_soon(state.reaper.run, state.shutting_down)
                     while not server.started:

@@ -44,6 +44,8 @@ class DaemonState:
     shutting_down: anyio.Event = field(default_factory=anyio.Event)
     """Set once running turns have ended during shutdown: streams close (1012)."""
     turn_locks: dict[str, anyio.Lock] = field(default_factory=dict)
+    inbox: Any = None
+    """In a cluster: the :class:`~acagent.server._inbox.ClusterInput` every input goes through."""
     evictions: int = 0
     send_timeouts: int = 0
 

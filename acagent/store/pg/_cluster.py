@@ -12,7 +12,8 @@ hint that means "read the journal after seq X" — PostgreSQL is the only truth:
   connection drops it reconnects, re-LISTENs, and then catches up every followed session from the
   journal (hints sent while it was away are lost, the journal is not).
 - **poll** (``poll_s``, 1 s): the fallback for sessions with attachers here — their ``last_seq``
-  in one query, any advance handed to ``on_commit`` — so a lost notify costs at most a second.
+  in one query, any advance handed to ``on_commit`` — so a lost notify costs at most a second;
+  the same loop sweeps the inbox for rows whose hint was lost (:meth:`ClusterHooks.sweep_inbox`).
 - **scan** (``scan_s``): heartbeat (re-taking the liveness lock if its connection was lost), then
   claim orphaned sessions (dead owner's advisory lock free, lease expired, or none) with one
   ``FOR UPDATE SKIP LOCKED`` statement, up to this daemon's free capacity, and resume each.
@@ -28,8 +29,8 @@ import anyio
 from anyio.abc import TaskStatus
 
 from acagent.store.pg._conn import TRANSIENT, describe, session_settings
+from acagent.store.pg._inbox import INBOX_CHANNEL
 from acagent.store.pg._journal import EVENTS_CHANNEL, PostgresJournal
-from acagent.store.pg._leases import INBOX_CHANNEL
 
 __all__ = ["ClusterHooks", "ClusterMember"]
 
@@ -58,6 +59,10 @@ class ClusterHooks(Protocol):
 
     async def on_input(self, session_id: str, kind: str, ref: str) -> None:
         """Input (``cancel``; ``approval`` with ``ref`` = tool call id) for ``session_id`` was committed elsewhere."""
+        ...
+
+    async def sweep_inbox(self) -> None:
+        """Take and apply inbox rows whose hint was missed (every ``poll_s``)."""
         ...
 
     async def resume(self, session_id: str) -> None:
@@ -222,6 +227,7 @@ class ClusterMember:
             await anyio.sleep(self.poll_s)
             try:
                 await self._catch_up(hooks)
+                await hooks.sweep_inbox()
             except Exception as exc:
                 log.info("poll failed: %s", describe(exc))
 

@@ -40,6 +40,7 @@ from acagent.store.pg._conn import (
     redact_url,
     session_settings,
 )
+from acagent.store.pg._inbox import InboxMixin
 from acagent.store.pg._leases import LeaseMixin
 from acagent.store.pg._protocol_extras import ProtocolExtras
 from acagent.store.pg._queries import QueryMixin
@@ -53,7 +54,7 @@ log = logging.getLogger("acagent.store.pg")
 _SESSION_COLS = ", ".join(f.name for f in fields(SessionRow))
 
 
-class PostgresJournal(AppendMixin, LeaseMixin, QueryMixin, ProtocolExtras, UsageQueries):
+class PostgresJournal(AppendMixin, LeaseMixin, InboxMixin, QueryMixin, ProtocolExtras, UsageQueries):
     """The PostgreSQL implementation of the journal. Open with :meth:`open`; close with :meth:`aclose`.
 
     Attributes:

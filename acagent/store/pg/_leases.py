@@ -30,10 +30,7 @@ from acagent.store.pg._schema import ADVISORY_CLASS
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-__all__ = ["INBOX_CHANNEL", "LeaseMixin"]
-
-INBOX_CHANNEL = "acagent_inbox"
-"""NOTIFY channel for input posted on a daemon that does not own the session: ``"kind:sid"``."""
+__all__ = ["LeaseMixin"]
 
 _NOW = "extract(epoch from clock_timestamp())"
 _FREE = f"""(lease_owner IS NULL OR lease_expires_at < {_NOW}
@@ -261,29 +258,3 @@ class LeaseMixin:
             f"SELECT id, host, pid, acagent_daemon_alive(id), {_NOW} - heartbeat_at FROM daemon ORDER BY id"
         )
         return [{"id": r[0], "host": r[1], "pid": r[2], "alive": r[3], "heartbeat_age_s": r[4]} for r in rows]
-
-    async def notify_inbox(self, session_id: str, kind: str, ref: str = "") -> None:
-        """Hint the owner of ``session_id`` that input of ``kind`` (``ref``: e.g. the tool call id)
-        was committed; payload ``kind:session_id[:ref]``."""
-        payload = f"{kind}:{session_id}" + (f":{ref}" if ref else "")
-        await self._retry(lambda c: c.execute("SELECT pg_notify($1, $2)", INBOX_CHANNEL, payload))
-
-    async def post_inbox(self, session_id: str, kind: str, key: str, body: str) -> bool:
-        """Record input posted to this daemon (idempotent on ``key``) and hint the owner.
-
-        Returns:
-            True if this call recorded it, False if the same key was already recorded.
-        """
-        status = await self._retry(
-            lambda c: c.execute(
-                f"INSERT INTO inbox (session_id, kind, idempotency_key, body, received_by, created_at)"
-                f" VALUES ($1, $2, $3, $4, $5, {_NOW}) ON CONFLICT (session_id, idempotency_key) DO NOTHING",
-                session_id,
-                kind,
-                key,
-                body,
-                self.daemon_id,
-            )
-        )
-        await self.notify_inbox(session_id, kind)
-        return bool(status.endswith(" 1"))

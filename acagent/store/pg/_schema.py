@@ -166,10 +166,22 @@ COMMENT ON COLUMN tool_call.runner_pid IS 'pid of the acagent process that ran t
 """
 """Which host and acagent process ran each tool call; SQLite's ``m006_tool_call_host``."""
 
+M004 = """
+ALTER TABLE inbox ADD COLUMN target TEXT, ADD COLUMN consumed_by TEXT,
+    ADD COLUMN consumed_at DOUBLE PRECISION, ADD COLUMN outcome TEXT;
+COMMENT ON COLUMN inbox.target IS 'daemon meant to apply the input (the session''s owner, or the receiver); NULL = any daemon with capacity';
+COMMENT ON COLUMN inbox.consumed_by IS 'daemon that took the row (UPDATE ... WHERE consumed_at IS NULL: exactly one)';
+COMMENT ON COLUMN inbox.outcome IS 'JSON {"ok": ...} or {"error": {code, message, detail}}: what the receiver answers';
+CREATE INDEX inbox_open ON inbox (id) WHERE consumed_at IS NULL;
+ALTER TABLE daemon ADD COLUMN max_sessions INTEGER NOT NULL DEFAULT 0;
+COMMENT ON COLUMN daemon.max_sessions IS 'the daemon''s turn cap; the cluster''s capacity is the sum over live daemons';
+"""
+
 PG_MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001),
     ("m002_archived", M002),
     ("m003_tool_call_host", M003),
+    ("m004_inbox_delivery", M004),
 ]
 """``(name, sql)`` in order; append only."""
 
