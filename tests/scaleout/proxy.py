@@ -3,7 +3,9 @@ delivering, nothing is closed".
 
 Written here (asyncio, ~100 lines) rather than with toxiproxy or iptables: the tests must run
 unprivileged in CI without an extra service, and a blackhole is exactly what the kernel cannot
-simulate on loopback without root. While blackholed the proxy keeps every connection open and
+simulate on loopback without root. (``tests/server/proxy.py`` ``CutProxy`` cuts connections from
+inside an async test's task group; these tests are synchronous and drive daemon subprocesses, so
+this proxy runs its own event loop in a thread.) While blackholed the proxy keeps every connection open and
 keeps *reading* from both sides (so the kernel ACKs, keepalives are answered, and a peer sees a
 live but silent socket), but forwards nothing; new connections are accepted and blackholed too.
 :meth:`BlackholeProxy.heal` ends the partition the way a real one usually ends: every connection
