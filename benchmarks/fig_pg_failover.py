@@ -31,6 +31,15 @@ def _epoch(ts: str) -> float:
     return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
+def _claim_logged(cluster: Cluster, sid: str) -> float:
+    """When a daemon logged its claim of ``sid`` (``--log-format json`` lines, epoch seconds)."""
+    for d in cluster.daemons.values():
+        for line in list(d.stderr_lines):
+            if f"claimed session {sid}" in line:
+                return _epoch(json.loads(line)["ts"])
+    raise AssertionError(f"no daemon logged the claim of {sid}")
+
+
 def _round(cluster: Cluster, i: int, work: Path) -> tuple[float, float, dict[str, float]]:
     ids = ["d2", "d3", "d4"]
     owner, watcher = cluster.daemons[ids[i % 3]], cluster.daemons[ids[(i + 1) % 3]]
@@ -55,8 +64,10 @@ def _round(cluster: Cluster, i: int, work: Path) -> tuple[float, float, dict[str
     after = [e for e in journal if _epoch(e["ts"]) > killed_wall]
     first = _epoch(after[0]["ts"])
     started = next(_epoch(e["ts"]) for e in after if e["type"] == "step.started")
+    claimed = _claim_logged(cluster, sid)
     phases = {
-        "claim_s": first - killed_wall,  # kill → the new owner's first commit (scan + claim + runner start)
+        "detect_claim_s": claimed - killed_wall,  # kill → a peer's claim statement returned (log line)
+        "runner_start_s": first - claimed,  # → the new owner's first commit (runner, lease, context)
         "resume_s": started - first,  # → its step.started commit (process_died retry, budget checks)
         "deliver_s": failover - (started - killed_wall),  # → the attacher on the third daemon has it
     }
@@ -77,7 +88,13 @@ def main() -> None:
         mock.default = responder
         root = Path(tmp)
         (root / "work").mkdir()
-        cluster = Cluster(url=server.create_database("failover"), root=root, mock=mock, pg=server)
+        cluster = Cluster(
+            url=server.create_database("failover"),
+            root=root,
+            mock=mock,
+            pg=server,
+            args=("--yes", "--log-format", "json"),
+        )
         try:
             for i in (2, 3, 4):
                 cluster.start(f"127.0.0.{i}", f"d{i}")

@@ -26,6 +26,7 @@ from acagent.errors import SessionNotFound, StaleLease
 from acagent.events import Event, now_ts
 from acagent.store import CONTEXT_TYPES, Lease, Op, SetStatus
 from acagent.store._numbering import commit_order
+from acagent.store.pg._conn import NOTIFY_SQL
 from acagent.store.pg._ops import PgTx, apply_op
 
 __all__ = ["EVENTS_CHANNEL", "AppendMixin"]
@@ -218,7 +219,7 @@ class AppendMixin:
         """Without a cluster (``acagent run`` on a shared journal): one NOTIFY after the commit, best effort."""
         if self.on_commit is None:
             try:
-                await self._pool.execute("SELECT pg_notify($1, $2)", EVENTS_CHANNEL, f"{session_id}:{seq}")
+                await self._pool.execute(NOTIFY_SQL, EVENTS_CHANNEL, f"{session_id}:{seq}")
             except Exception as exc:  # a hint only: the listeners' 1 s poll covers a lost one
                 log.debug("notify failed: %s", exc)
 

@@ -14,9 +14,10 @@ hint that means "read the journal after seq X" — PostgreSQL is the only truth:
 - **poll** (``poll_s``, 1 s): the fallback for sessions with attachers here — their ``last_seq``
   in one query, any advance handed to ``on_commit`` — so a lost notify costs at most a second;
   the same loop sweeps the inbox for rows whose hint was lost (:meth:`ClusterHooks.sweep_inbox`).
-- **scan** (``scan_s``): heartbeat (re-taking the liveness lock if its connection was lost), then
-  claim orphaned sessions (dead owner's advisory lock free, lease expired, or none) with one
-  ``FOR UPDATE SKIP LOCKED`` statement, up to this daemon's free capacity, and resume each.
+- **scan** (``scan_s``, 0.1 s): every scan claims orphaned sessions (dead owner's advisory lock
+  free, lease expired, or none) with one ``FOR UPDATE SKIP LOCKED`` statement, up to this
+  daemon's free capacity, and resumes each; every ``heartbeat_s`` (1 s) it first beats on the
+  liveness connection (re-taking the lock if that connection was lost).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
-from acagent.store.pg._conn import TRANSIENT, describe, session_settings
+from acagent.store.pg._conn import NOTIFY_SQL, TRANSIENT, describe, session_settings
 from acagent.store.pg._inbox import INBOX_CHANNEL
 from acagent.store.pg._journal import EVENTS_CHANNEL, PostgresJournal
 
@@ -77,7 +78,10 @@ class ClusterMember:
         journal: this daemon's journal (its ``daemon_id`` and liveness lock).
         url: the journal URL (the listener opens its own connection).
         lease_ttl_s: the lease TTL used for claims, seconds.
-        scan_s: seconds between claim scans (and heartbeats).
+        scan_s: seconds between claim scans: the failover delay after a process death is at
+            most one scan plus the claim and the new runner's start (docs/scale-out.md).
+        heartbeat_s: seconds between heartbeats on the liveness connection (a scan finding
+            that connection closed re-takes the lock at once).
         poll_s: seconds between fallback polls of followed sessions.
         notify_batch_s: seconds commits are gathered into one NOTIFY.
     """
@@ -88,7 +92,8 @@ class ClusterMember:
         url: str,
         *,
         lease_ttl_s: float,
-        scan_s: float = 0.25,
+        scan_s: float = 0.1,
+        heartbeat_s: float = 1.0,
         poll_s: float = 1.0,
         notify_batch_s: float = 0.01,
     ) -> None:
@@ -96,6 +101,7 @@ class ClusterMember:
         self.url = url
         self.lease_ttl_s = lease_ttl_s
         self.scan_s = scan_s
+        self.heartbeat_s = heartbeat_s
         self.poll_s = poll_s
         self.notify_batch_s = notify_batch_s
         self.draining = False
@@ -128,7 +134,7 @@ class ClusterMember:
                     chunks.append(item)
             for chunk in chunks:
                 try:
-                    await self.journal._pool.execute("SELECT pg_notify($1, $2)", EVENTS_CHANNEL, chunk)
+                    await self.journal._pool.execute(NOTIFY_SQL, EVENTS_CHANNEL, chunk)
                     self.stats["notifies"] += 1
                     self.stats["hints_sent"] += chunk.count(" ") + 1
                 except Exception as exc:  # hints only: the listeners' poll covers a lost one
@@ -233,9 +239,10 @@ class ClusterMember:
 
     # -------------------------------------------------------------- liveness and claims
 
-    async def scan_once(self, hooks: ClusterHooks) -> list[str]:
-        """One heartbeat and one claim pass; returns the sessions claimed (and resumed)."""
-        if not await self.journal.heartbeat():
+    async def scan_once(self, hooks: ClusterHooks, *, beat: bool = True) -> list[str]:
+        """One claim pass (after a heartbeat when ``beat``, or when the liveness connection is
+        gone); returns the sessions claimed (and resumed)."""
+        if (beat or not self.journal.live) and not await self.journal.heartbeat():
             log.error("daemon id %r was taken by another process; not claiming", self.journal.daemon_id)
             return []
         if self.draining:
@@ -250,9 +257,13 @@ class ClusterMember:
         return claimed
 
     async def _scanner(self, hooks: ClusterHooks) -> None:
+        last_beat = -self.heartbeat_s
         while True:
+            beat = anyio.current_time() - last_beat >= self.heartbeat_s
             try:
-                await self.scan_once(hooks)
+                await self.scan_once(hooks, beat=beat)
+                if beat:
+                    last_beat = anyio.current_time()
             except Exception as exc:
                 log.warning("claim scan failed: %s", describe(exc))
             await anyio.sleep(self.scan_s)

@@ -15,11 +15,12 @@ from urllib.parse import urlsplit, urlunsplit
 from acagent.errors import AcagentError, JournalError
 
 __all__ = [
-    "STATEMENT_SLACK_S",
+    "NOTIFY_SQL",
     "TRANSIENT",
     "TRANSIENT_OR_TIMEOUT",
     "describe",
     "is_pg_url",
+    "no_reset",
     "pg_errors",
     "redact_url",
     "session_settings",
@@ -68,16 +69,12 @@ TRANSIENT: tuple[type[BaseException], ...] = _transient()
 TRANSIENT_OR_TIMEOUT: tuple[type[BaseException], ...] = (TimeoutError, *TRANSIENT)
 
 
-STATEMENT_SLACK_S = 5.0
-"""Client-side bound on one statement beyond the lock wait (``lock_timeout``), seconds."""
-
-
 def session_settings(daemon_id: str, busy_timeout_ms: int, role: str = "") -> dict[str, str]:
     """Server settings of every connection of a daemon (pool, liveness, listener).
 
     - ``application_name`` ``acagent:<id>[:role]``: operators (and the fault tests) find a
       daemon's backends by it;
-    - ``lock_timeout`` = the busy timeout; ``statement_timeout`` bounds a runaway statement;
+    - ``lock_timeout`` = the busy timeout (the client bounds each call: ``PostgresJournal._retry``);
     - ``idle_in_transaction_session_timeout``: a client that vanished mid-transaction (blackholed
       network, frozen host) has its backend ended, so its row locks (``FOR UPDATE`` in a commit)
       never hold a session away from the claim scan (``SKIP LOCKED`` would skip it forever);
@@ -88,12 +85,27 @@ def session_settings(daemon_id: str, busy_timeout_ms: int, role: str = "") -> di
     return {
         "application_name": f"acagent:{daemon_id}{':' + role if role else ''}"[:63],
         "lock_timeout": str(int(busy_timeout_ms)),
-        "statement_timeout": str(int(busy_timeout_ms + 1000 * STATEMENT_SLACK_S * 4)),
         "idle_in_transaction_session_timeout": "5000",
         "tcp_keepalives_idle": "5",
         "tcp_keepalives_interval": "2",
         "tcp_keepalives_count": "3",
     }
+
+
+NOTIFY_SQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)"
+"""A hint in one statement whose commit does not wait for the WAL flush: ``NOTIFY`` gives its
+transaction an xid, so with ``synchronous_commit`` on each hint would cost an fsync — for a
+message that is only ever a hint (the journal is the truth, a lost one is covered by the poll)."""
+
+
+async def no_reset(conn: object) -> None:
+    """The pool's reset on release: nothing beyond asyncpg's own rollback of a stray transaction.
+
+    asyncpg's default reset runs ``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``
+    — one more round trip per journal call. Pool connections never hold session state (the
+    advisory liveness lock and LISTEN have their own connections; nothing issues a session
+    ``SET``), so there is nothing to reset.
+    """
 
 
 def describe(exc: BaseException) -> str:

@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from acagent.store.pg._conn import NOTIFY_SQL
+
 __all__ = ["INBOX_CHANNEL", "InboxItem", "InboxMixin"]
 
 INBOX_CHANNEL = "acagent_inbox"
@@ -73,7 +75,7 @@ class InboxMixin:
         """Hint the owner of ``session_id`` that input of ``kind`` was committed (payload
         ``kind:session_id[:ref]``)."""
         payload = f"{kind}:{session_id}" + (f":{ref}" if ref else "")
-        await self._retry(lambda c: c.execute("SELECT pg_notify($1, $2)", INBOX_CHANNEL, payload))
+        await self._retry(lambda c: c.execute(NOTIFY_SQL, INBOX_CHANNEL, payload))
 
     async def post_inbox(
         self, session_id: str, kind: str, key: str, body: dict[str, Any], *, target: str | None

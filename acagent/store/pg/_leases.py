@@ -33,9 +33,13 @@ if TYPE_CHECKING:
 __all__ = ["LeaseMixin"]
 
 _NOW = "extract(epoch from clock_timestamp())"
+_LIVE = f"""(SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+    AND classid = {ADVISORY_CLASS}::oid AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"""
+"""The liveness locks held now — an uncorrelated subquery, so one ``pg_locks`` read per statement
+(``acagent_daemon_alive`` per row would read it once per candidate session)."""
 _FREE = f"""(lease_owner IS NULL OR lease_expires_at < {_NOW}
     OR (lease_daemon = $D AND (lease_pid IS DISTINCT FROM $P OR lease_host IS DISTINCT FROM $H))
-    OR (lease_daemon IS NOT NULL AND NOT acagent_daemon_alive(lease_daemon)))"""
+    OR (lease_daemon IS NOT NULL AND (hashtext(lease_daemon) & 2147483647)::oid NOT IN {_LIVE}))"""
 _ACTIVE = "('running', 'waiting_tool', 'waiting_user')"
 
 
