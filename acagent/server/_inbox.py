@@ -179,7 +179,8 @@ class ClusterInput:
         while True:
             item = await self.journal.inbox_by_id(item_id)
             if item is not None and item.outcome is not None:
-                return item.outcome
+                outcome: dict[str, Any] = item.outcome
+                return outcome
             if anyio.current_time() >= deadline:
                 if untaken_only and item is not None and item.consumed_by is not None:
                     return await self._wait(item_id, 15.0)  # taken: its taker is applying it

@@ -148,7 +148,7 @@ class AppendMixin:
                 ordered = commit_order(extra, events)  # the same order as SQLite
                 return await self._append(conn, session_id, token, ordered, ts, cid)
 
-        committed = await self._retry(tx)
+        committed: list[Event] = await self._retry(tx)
         if committed:
             self._hint(session_id, committed[-1].seq)
             await self._notify_now(session_id, committed[-1].seq)
