@@ -33,6 +33,8 @@ FORBIDDEN = [
     ("acagent.runner._loop", "acagent.runner._runner"),
     ("acagent.runner._tools", "acagent.runner._runner"),
     ("acagent.runner._tools", "acagent.runner._loop"),
+    ("acagent.runner._reply", "acagent.runner._runner"),
+    ("acagent.runner._reply", "acagent.runner._loop"),
     ("acagent.runner._turn", "acagent.runner._runner"),
     ("acagent.runner._turn", "acagent.runner._loop"),
 ]

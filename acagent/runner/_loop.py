@@ -22,26 +22,22 @@ from __future__ import annotations
 
 import logging
 import random
-import time
-import uuid
 from typing import Any
 
 import anyio
 
 from acagent.errors import ProviderError
 from acagent.events import make_payload
-from acagent.messages import Message, ToolCallPart
 from acagent.models._windows import model_window
-from acagent.obs import metrics, provider_of, span
-from acagent.providers._base import ModelRequest, TextDelta
-from acagent.providers._parts import OUTPUT_LIMIT_ERROR
-from acagent.runner._budget import usage_event
+from acagent.obs import metrics, provider_of
+from acagent.providers._base import ModelRequest
 from acagent.runner._compact import CompactionFailed
 from acagent.runner._fit import fit_context
+from acagent.runner._reply import commit_reply, stream_reply
 from acagent.runner._tools import ToolExecutor
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
-from acagent.store import ACTIVE, FinishStep, InsertStep, InsertToolCall, SetStatus
+from acagent.store import ACTIVE, FinishStep, InsertStep, SetStatus
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -111,7 +107,6 @@ class AgenticLoop:
         Raises:
             TurnEnded: the step failed for good (``turn.failed`` committed).
         """
-        turn_id = turn.turn_id
         settings = turn.settings
         tools = await turn.definitions()
         try:
@@ -124,85 +119,16 @@ class AgenticLoop:
         messages = list(turn.context.messages)
         digest = turn.context.digest(turn.system_prompt)
         step_id = f"{turn.session_id}|{turn.context.last_seq}|{digest[:16]}"
-        attempts = await turn.journal.step_attempts(turn.session_id, step_id)
-        attempt = 1
-        # A crash-killed attempt is not a provider failure (F56): only provider failures spend
-        # ``step_max_attempts``; crashes have their own, larger bound (a crash loop still ends).
-        crashed = sum(1 for a in attempts if a.status == "failed" and a.error == PROCESS_DIED)
-        if attempts:
-            prev = attempts[-1]
-            if prev.status == "done":
-                # Done for this very context: had the reply added anything (text, tool calls),
-                # the context (and so the step id) would have moved on. It was empty; say so, or
-                # the turn would ask for the same finished step forever (F50).
-                log.info("step %s already done with an empty reply", step_id)
-                return False
-            attempt = prev.attempt + 1
-            if prev.status == "inflight":
-                # Its process died mid-call: the retry is counted (as a crash) and visible.
-                crashed += 1
-                metrics().llm_retry(provider_of(turn.model), "process_died")
-                await turn.writer.commit(
-                    [
-                        (
-                            "llm.retry",
-                            make_payload(
-                                "llm.retry",
-                                turn_id=turn_id,
-                                attempt=prev.attempt,
-                                reason="process_died",
-                                delay_ms=0,
-                                error="the process making this call stopped before it finished",
-                            ),
-                        )
-                    ],
-                    ops=[FinishStep(prev.request_id, "failed", PROCESS_DIED)],
-                )
+        resumed = await _resume_attempts(turn, step_id)
+        if resumed is None:
+            return False
+        attempt, crashed = resumed
         while True:
-            if crashed >= MAX_CRASHED_ATTEMPTS:
-                await turn.fail(
-                    error_type="crash_loop",
-                    message=f"the process making this LLM call died {crashed} times; not trying again",
-                    retryable=True,
-                )
-                raise TurnEnded
-            exceeded = await turn.budget.check(
-                turn.journal, turn.session_id, turn.model, input_tokens=est_tokens
-            )
-            if exceeded is not None:  # stop before the call that would break a cap
-                await turn.fail(error_type=exceeded.code, message=exceeded.message, detail=exceeded.detail)
-                raise TurnEnded
-            if attempt - crashed > settings.timing.step_max_attempts:
-                await turn.fail(
-                    error_type="retries_exhausted",
-                    message=f"the LLM step failed after {attempt - 1 - crashed} attempts"
-                    + (f" (and {crashed} more cut short by a process crash)" if crashed else ""),
-                    retryable=True,
-                )
-                raise TurnEnded
+            await _check_can_call(turn, attempt, crashed, est_tokens)
             request_id = f"{step_id}|{attempt}"
             window = model_window(turn.model, settings.models)
-            await turn.writer.commit(
-                [
-                    (
-                        "step.started",
-                        make_payload(
-                            "step.started",
-                            turn_id=turn_id,
-                            step_id=step_id,
-                            request_id=request_id,
-                            attempt=attempt,
-                            context_tokens=est_tokens,
-                            context_window=window.context_window if window.known else None,
-                        ),
-                    )
-                ],
-                ops=[
-                    InsertStep(request_id, step_id, turn_id, digest, attempt),
-                    SetStatus("running", ACTIVE, turn_id=turn_id),
-                ],
-            )
-            crash_point("after_step_inflight", settings.crash_at)
+            context_window = window.context_window if window.known else None
+            await _start_attempt(turn, step_id, request_id, digest, attempt, (est_tokens, context_window))
             request = ModelRequest(
                 system=turn.system_prompt,
                 messages=messages,
@@ -211,239 +137,133 @@ class AgenticLoop:
                 max_tokens=min(4096, window.max_output_tokens),
             )
             try:
-                response = await self._stream(turn, request, turn_id, step_id, attempt)
+                response = await stream_reply(turn, request, step_id, attempt)
             except ProviderError as exc:
                 if is_context_overflow(exc) and force_compaction is None:
                     # The provider refused the request as too long: one compaction, one retry.
                     await turn.writer.commit([], ops=[FinishStep(request_id, "failed", exc.message)])
                     return await self.llm_step(turn, force_compaction="overflow")
-                if exc.retryable and attempt - crashed < settings.timing.step_max_attempts:
-                    metrics().llm_retry(provider_of(turn.model), exc.error_type)
-                    delay = self._delay(attempt, getattr(exc, "retry_after_s", None), settings)
-                    await turn.writer.commit(
-                        [
-                            (
-                                "llm.retry",
-                                make_payload(
-                                    "llm.retry",
-                                    turn_id=turn_id,
-                                    attempt=attempt,
-                                    reason=exc.error_type,
-                                    delay_ms=max(1, int(delay * 1000)),
-                                    error=exc.message,
-                                ),
-                            )
-                        ],
-                        ops=[FinishStep(request_id, "failed", exc.message)],
-                    )
-                    await anyio.sleep(delay)
-                    attempt += 1
-                    continue
-                await turn.fail(
-                    error_type=exc.error_type,
-                    message=exc.message,
-                    retryable=exc.retryable,
-                    ops=[FinishStep(request_id, "failed", exc.message)],
-                )
-                raise TurnEnded from exc
+                await _retry_or_fail(turn, exc, request_id, attempt, crashed)
+                attempt += 1
+                continue
             crash_point("before_step_commit", settings.crash_at)
-            await self._commit_response(turn, turn_id, step_id, request_id, attempt, response)
+            await commit_reply(turn, step_id, request_id, attempt, response)
             crash_point("after_step_commit", settings.crash_at)
             return bool(response.parts)
 
-    @staticmethod
-    def _delay(attempt: int, retry_after_s: float | None, settings: Any) -> float:
-        if retry_after_s is not None and retry_after_s >= 0:
-            return float(min(retry_after_s, settings.timing.retry_max_delay_s))
-        base = settings.timing.retry_base_delay_s * (2 ** (attempt - 1))
-        return float(min(settings.timing.retry_max_delay_s, base * (0.5 + random.random())))
 
-    async def _stream(
-        self, turn: Turn, request: ModelRequest, turn_id: str, step_id: str, attempt: int
-    ) -> Any:
-        provider = await turn.provider()
-        name = provider_of(turn.model)
-        attrs = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": name,
-            "gen_ai.request.model": provider.model,
-            "acagent.attempt": attempt,
-            "acagent.request_id": request.request_id,
-        }
-        started = time.monotonic()
-        outcome = "error"
-        try:
-            async with turn.budget.llm_slot():
-                with span(f"chat {provider.model}", attrs) as sp:
-                    response = await self._stream_once(turn, provider, request, turn_id, step_id, attempt)
-                    u = response.usage
-                    sp.set_attributes(
-                        {
-                            "gen_ai.usage.input_tokens": u.input_tokens,
-                            "gen_ai.usage.output_tokens": u.output_tokens,
-                            "gen_ai.response.finish_reasons": [response.finish_reason],
-                        }
-                    )
-            outcome = "ok"
-            return response
-        except anyio.get_cancelled_exc_class():
-            outcome = "cancelled"
-            raise
-        finally:
-            metrics().llm_request(name, outcome, time.monotonic() - started)
+def _delay(attempt: int, retry_after_s: float | None, settings: Any) -> float:
+    """Seconds before retry ``attempt + 1``: the server's ``retry-after``, else jittered backoff."""
+    if retry_after_s is not None and retry_after_s >= 0:
+        return float(min(retry_after_s, settings.timing.retry_max_delay_s))
+    base = settings.timing.retry_base_delay_s * (2 ** (attempt - 1))
+    return float(min(settings.timing.retry_max_delay_s, base * (0.5 + random.random())))
 
-    async def _stream_once(
-        self, turn: Turn, provider: Any, request: ModelRequest, turn_id: str, step_id: str, attempt: int
-    ) -> Any:
-        timing = turn.settings.timing
-        deltas = 0
-        with anyio.fail_after(timing.llm_timeout_s):
-            turn.partial_text = ""
-            async with provider.request_stream(request) as stream:
-                turn.current_stream = stream
-                try:
-                    async for event in stream:
-                        if isinstance(event, TextDelta) and event.text:
-                            turn.writer.delta(
-                                "assistant.delta",
-                                {
-                                    "turn_id": turn_id,
-                                    "text": event.text,
-                                    "step_id": step_id,
-                                    "attempt": attempt,
-                                },
-                            )
-                            deltas += 1
-                            if deltas == 2 and turn.settings.crash_at == "mid_stream":
-                                await turn.writer.flush()
-                                crash_point("mid_stream", turn.settings.crash_at)
-                            await turn.writer.backpressure()
-                    return stream.get()
-                except BaseException:
-                    turn.partial_text = stream.partial_text()  # what the user saw, kept on cancel
-                    raise
-                finally:
-                    turn.current_stream = None
 
-    async def _commit_response(
-        self, turn: Turn, turn_id: str, step_id: str, request_id: str, attempt: int, response: Any
-    ) -> None:
-        asked = [p.tool_call_id for p in response.parts if isinstance(p, ToolCallPart) and p.tool_call_id]
-        known = await turn.journal.existing_tool_call_ids(turn.session_id, asked) if asked else set()
-        parts: list[Any] = []
-        for part in response.parts:
-            if isinstance(part, ToolCallPart) and (not part.tool_call_id or part.tool_call_id in known):
-                part = part.model_copy(update={"tool_call_id": f"call_{uuid.uuid4().hex[:24]}"})
-            if isinstance(part, ToolCallPart):
-                known.add(part.tool_call_id)
-            parts.append(part)
-        message = Message(role="assistant", parts=parts)
-        events: list[tuple[str, dict[str, Any]]] = []
-        ops: list[Any] = [FinishStep(request_id, "done")]
-        if parts:
-            events.append(
-                (
-                    "assistant.message",
-                    make_payload(
-                        "assistant.message",
-                        turn_id=turn_id,
-                        text=message.text,
-                        message=message.model_dump(mode="json"),
-                        step_id=step_id,
-                    ),
-                )
-            )
-        calls = message.tool_calls
-        for idx, call in enumerate(calls):
-            tool = turn.tools.get(call.name)
-            events.append(
-                (
-                    "tool.call",
-                    make_payload(
-                        "tool.call",
-                        turn_id=turn_id,
-                        tool_call_id=call.tool_call_id,
-                        name=call.name,
-                        arguments=call.arguments,
-                        arguments_error=call.arguments_error,
-                    ),
-                )
-            )
-            ops.append(
-                InsertToolCall(
-                    tool_call_id=call.tool_call_id,
-                    turn_id=turn_id,
-                    step_id=step_id,
-                    idx=idx,
-                    name=call.name,
-                    arguments=call.arguments,
-                    idempotent=bool(tool is not None and tool.idempotent),
-                    arguments_error=call.arguments_error,
-                )
-            )
-        usage = response.usage
-        usage_op, usage_fields = await turn.budget.record(request_id, turn.model, usage)
-        if turn.estimator is not None and usage.input_tokens:
-            turn.estimator.calibrate(
-                turn.estimator.request_bytes(
-                    turn.system_prompt, turn.context.messages, await turn.definitions()
-                ),
-                usage.input_tokens,
-            )
-        turn.usage_totals[0] += usage.input_tokens
-        turn.usage_totals[1] += usage.output_tokens
-        events.append(
-            usage_event(
-                turn_id,
-                usage,
-                session_input_tokens=turn.usage_totals[0],
-                session_output_tokens=turn.usage_totals[1],
-                **usage_fields,
-            )
+def _retry_payload(
+    turn: Turn, attempt: int, reason: str, delay_ms: int, error: str
+) -> tuple[str, dict[str, Any]]:
+    payload = make_payload(
+        "llm.retry", turn_id=turn.turn_id, attempt=attempt, reason=reason, delay_ms=delay_ms, error=error
+    )
+    return ("llm.retry", payload)
+
+
+async def _resume_attempts(turn: Turn, step_id: str) -> tuple[int, int] | None:
+    """``(next attempt, crash-killed attempts so far)`` of the step, or None when it is already
+    done for this very context (its reply was empty, F50)."""
+    attempts = await turn.journal.step_attempts(turn.session_id, step_id)
+    # A crash-killed attempt is not a provider failure (F56): only provider failures spend
+    # ``step_max_attempts``; crashes have their own, larger bound (a crash loop still ends).
+    crashed = sum(1 for a in attempts if a.status == "failed" and a.error == PROCESS_DIED)
+    if not attempts:
+        return 1, crashed
+    prev = attempts[-1]
+    if prev.status == "done":
+        # Done for this very context: had the reply added anything (text, tool calls), the
+        # context (and so the step id) would have moved on. It was empty; say so, or the turn
+        # would ask for the same finished step forever (F50).
+        log.info("step %s already done with an empty reply", step_id)
+        return None
+    if prev.status == "inflight":
+        # Its process died mid-call: the retry is counted (as a crash) and visible.
+        crashed += 1
+        metrics().llm_retry(provider_of(turn.model), "process_died")
+        error = "the process making this call stopped before it finished"
+        await turn.writer.commit(
+            [_retry_payload(turn, prev.attempt, "process_died", 0, error)],
+            ops=[FinishStep(prev.request_id, "failed", PROCESS_DIED)],
         )
-        ops.append(usage_op)
-        # F23: a call cut by the output limit carries OUTPUT_LIMIT_ERROR and is never run.
-        cut = [c.name for c in calls if c.arguments_error == OUTPUT_LIMIT_ERROR]
-        if response.finish_reason == "length" and (cut or not calls):
-            where = (
-                f" in the middle of the arguments of tool call {cut[0]!r}, which was not run" if cut else ""
-            )
-            events.append(
-                (
-                    "error",
-                    make_payload(
-                        "error",
-                        turn_id=turn_id,
-                        code="max_tokens",
-                        message=f"the reply was cut off at the model's output limit{where}",
-                    ),
-                )
-            )
-        events.append(
-            (
-                "step.finished",
-                make_payload(
-                    "step.finished",
-                    turn_id=turn_id,
-                    step_id=step_id,
-                    request_id=request_id,
-                    attempt=attempt,
-                    finish_reason=response.finish_reason,
-                ),
-            )
+    return prev.attempt + 1, crashed
+
+
+async def _check_can_call(turn: Turn, attempt: int, crashed: int, est_tokens: int | None) -> None:
+    """Fail the turn (raise :class:`TurnEnded`) on a crash loop, a cap the call would break, or
+    exhausted retries."""
+    if crashed >= MAX_CRASHED_ATTEMPTS:
+        message = f"the process making this LLM call died {crashed} times; not trying again"
+        await turn.fail(error_type="crash_loop", message=message, retryable=True)
+        raise TurnEnded
+    exceeded = await turn.budget.check(turn.journal, turn.session_id, turn.model, input_tokens=est_tokens)
+    if exceeded is not None:  # stop before the call that would break a cap
+        await turn.fail(error_type=exceeded.code, message=exceeded.message, detail=exceeded.detail)
+        raise TurnEnded
+    if attempt - crashed > turn.settings.timing.step_max_attempts:
+        await turn.fail(
+            error_type="retries_exhausted",
+            message=f"the LLM step failed after {attempt - 1 - crashed} attempts"
+            + (f" (and {crashed} more cut short by a process crash)" if crashed else ""),
+            retryable=True,
         )
-        # A reply without tool calls ends the turn: turn.completed rides in this commit (one
-        # transaction fewer per turn, benchmarks figure 3) instead of a commit of its own.
-        ends = bool(parts) and not calls
-        if ends:
-            end_events, end_ops = turn.completion(message.text)
-            events.extend(end_events)
-            ops.extend(end_ops)
-        else:
-            ops.append(SetStatus("waiting_tool" if calls else "running", ACTIVE, turn_id=turn_id))
-        await turn.writer.commit(events, ops=ops)
-        if ends:
-            turn.completed()
+        raise TurnEnded
+
+
+async def _start_attempt(
+    turn: Turn, step_id: str, request_id: str, digest: str, attempt: int, context: tuple[Any, int | None]
+) -> None:
+    """The step intent (invariant 2): ``step.started`` and the ``inflight`` row, before the call.
+
+    ``context``: the request's estimated tokens and the model's window (None when unknown).
+    """
+    payload = make_payload(
+        "step.started",
+        turn_id=turn.turn_id,
+        step_id=step_id,
+        request_id=request_id,
+        attempt=attempt,
+        context_tokens=context[0],
+        context_window=context[1],
+    )
+    await turn.writer.commit(
+        [("step.started", payload)],
+        ops=[
+            InsertStep(request_id, step_id, turn.turn_id, digest, attempt),
+            SetStatus("running", ACTIVE, turn_id=turn.turn_id),
+        ],
+    )
+    crash_point("after_step_inflight", turn.settings.crash_at)
+
+
+async def _retry_or_fail(turn: Turn, exc: ProviderError, request_id: str, attempt: int, crashed: int) -> None:
+    """After a failed attempt: wait out the retry delay (``llm.retry`` committed), or fail the
+    turn (raise :class:`TurnEnded`) when the error is final or the attempts are spent."""
+    settings = turn.settings
+    if exc.retryable and attempt - crashed < settings.timing.step_max_attempts:
+        metrics().llm_retry(provider_of(turn.model), exc.error_type)
+        delay = _delay(attempt, getattr(exc, "retry_after_s", None), settings)
+        await turn.writer.commit(
+            [_retry_payload(turn, attempt, exc.error_type, max(1, int(delay * 1000)), exc.message)],
+            ops=[FinishStep(request_id, "failed", exc.message)],
+        )
+        await anyio.sleep(delay)
+        return
+    await turn.fail(
+        error_type=exc.error_type,
+        message=exc.message,
+        retryable=exc.retryable,
+        ops=[FinishStep(request_id, "failed", exc.message)],
+    )
+    raise TurnEnded from exc
 
 
 async def refresh_tools(turn: Turn) -> None:

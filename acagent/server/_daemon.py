@@ -28,24 +28,17 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 
 from acagent._private import private_dir
 from acagent.errors import DaemonRunning, UserError
-from acagent.server._limits import (
-    ConnectionTracker,
-    Limits,
-    header_timeout_response,
-    header_too_large_response,
-    request_head_bytes,
-)
+from acagent.server._limits import ConnectionTracker, Limits
+from acagent.server._uvicorn import make_server
 from acagent.settings import Settings
 
 __all__ = [
@@ -170,147 +163,6 @@ def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
-    """uvicorn's h11 protocol with the edge rules, applied before the app runs.
-
-    - Only a ``GET`` may upgrade to a WebSocket (uvicorn hands any request with ``Upgrade:
-      websocket`` to the WebSocket protocol, which answers a ``POST`` with a bare 405); other
-      methods stay plain HTTP and meet the guard (F18). Other upgrades (``h2c``) are ignored.
-    - A request h11 cannot parse (e.g. HTTP/1.1 without ``Host``) gets 400 in the error envelope;
-      a request head above ``max_header_bytes`` gets ``431 header_too_large``.
-    - ``max_connections_per_client``: a connection beyond the cap gets ``429
-      too_many_connections`` and is closed before anything is parsed.
-    - ``header_timeout_s``: a request head not complete within it (from connect, and again
-      after each response) gets ``408 header_timeout`` and the connection is closed.
-    """
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    body = orjson.dumps(
-        {
-            "error": {
-                "code": "bad_request",
-                "message": "malformed HTTP request (a Host header is required)",
-                "detail": None,
-            }
-        }
-    )
-
-    class AcagentH11Protocol(H11Protocol):
-        _head_timer: Any = None
-        _client_key = ""
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self._client_key = str(self.client[0]) if self.client else ""
-            if not tracker.admit(self._client_key, transport):
-                transport.write(tracker.refusal())
-                transport.close()
-                return
-            self._arm_head_timer()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_head_timer()
-            if self.transport.get_protocol() is self:  # not upgraded: the connection ends here
-                tracker.release(self._client_key, self.transport)
-            super().connection_lost(exc)
-
-        def _arm_head_timer(self) -> None:
-            self._disarm_head_timer()
-            self._head_timer = self.loop.call_later(limits.header_timeout_s, self._head_timeout)
-
-        def _disarm_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timeout(self) -> None:
-            self._head_timer = None
-            transport: Any = self.transport  # uvicorn's stubs make is_closing() look always false
-            if transport.is_closing() or transport.get_protocol() is not self:
-                return  # closed, or upgraded to a WebSocket
-            if self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
-                self.transport.write(header_timeout_response(limits))
-                self.transport.close()
-
-        def data_received(self, data: bytes) -> None:
-            if self.conn.their_state is h11.IDLE:  # a request head is being received
-                size = request_head_bytes(self.conn.trailing_data[0], data)
-                if size > limits.max_header_bytes:
-                    self.transport.write(header_too_large_response(limits, size))
-                    self.transport.close()
-                    return
-            super().data_received(data)
-
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self._head_timer is not None and self.conn.their_state is not h11.IDLE:
-                self._disarm_head_timer()  # the head is complete
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm_head_timer()
-
-        def _should_upgrade(self) -> bool:
-            if self._get_upgrade() != b"websocket":
-                return False
-            return self.scope.get("method") == "GET" and self._should_upgrade_to_ws()
-
-        def send_400_response(self, msg: str) -> None:
-            buffered = len(self.conn.trailing_data[0])  # only an unfinished head grows this
-            if buffered > limits.max_header_bytes:
-                self.transport.write(header_too_large_response(limits, buffered))
-                self.transport.close()
-                return
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ]
-            try:
-                for event in (
-                    h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-                    h11.Data(data=body),
-                    h11.EndOfMessage(),
-                ):
-                    self.transport.write(self.conn.send(event))
-            except h11.LocalProtocolError:  # pragma: no cover - h11 refuses to answer this request at all
-                pass
-            self.transport.close()
-
-    return AcagentH11Protocol
-
-
-def _make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
-    import uvicorn
-
-    class _Server(uvicorn.Server):
-        """uvicorn without its own signal handling: :func:`serve` owns SIGTERM/SIGINT."""
-
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        ws="websockets-sansio",
-        http=_http_protocol(limits, tracker),
-        ws_max_size=limits.ws_max_message_bytes,
-        h11_max_incomplete_event_size=limits.max_header_bytes,
-        ws_ping_interval=20.0,
-        ws_ping_timeout=20.0,
-        ws_per_message_deflate=False,
-        timeout_graceful_shutdown=5,
-        server_header=False,
-        proxy_headers=False,
-    )
-    return _Server(config)
-
-
 async def _close_at_exit(journal: Any) -> None:
     """Close the daemon's journal when the outer task group ends (after the registry closed)."""
     try:
@@ -364,47 +216,26 @@ async def serve(
         DaemonRunning: a live daemon already serves ``settings.home``.
         UserError: the address cannot be bound.
     """
-    from acagent.client._discovery import daemon_info
+    from acagent.mcp import McpManager
+    from acagent.providers import create_provider
     from acagent.runner import SessionRegistry
-    from acagent.server._app import create_app
+    from acagent.server._providers import SharedProviders
     from acagent.server._security import GuardConfig
-    from acagent.server._state import DaemonState, hibernate
+    from acagent.server._state import DaemonState
+    from acagent.store._select import open_journal
 
     check_bind(options.host, options.allow_remote)
     home = settings.home
-    running = daemon_info(home)
-    if running is not None and running.pid != os.getpid():
-        raise DaemonRunning(
-            f"a daemon already serves {str(home)!r} (pid {running.pid}, {running.url}); stop it with `acagent serve --stop`",
-            detail={"pid": running.pid, "url": running.url},
-        )
+    _refuse_if_running(home)
     token = ensure_token(home)
     sock = _bind(options.host, options.port)
     port = sock.getsockname()[1]
     pid = os.getpid()
-    url = _url(options.host, port)
-    guard = GuardConfig(token=token, port=port, bound_host=options.host)
-    limits = options.limits
-    tracker = ConnectionTracker(limits)
     stop = anyio.Event()
-
-    async def watch_signals() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.warning("received %s: shutting down", signal.Signals(signum).name)
-                stop.set()
-                return
-
     try:
         async with anyio.create_task_group() as outer:
-            outer.start_soon(watch_signals)
-            from acagent.mcp import McpManager
-            from acagent.providers import create_provider
-            from acagent.server._providers import SharedProviders
-
+            outer.start_soon(_watch_signals, stop)
             providers = SharedProviders(lambda model: create_provider(model, settings))
-            from acagent.store._select import open_journal
-
             journal = await open_journal(
                 settings, daemon_id=settings.daemon_id or f"{socket.gethostname()}:{port}"
             )
@@ -416,84 +247,130 @@ async def serve(
                     settings, interactive=True, provider_factory=providers, journal=journal, tool_source=mcp
                 ) as registry,
             ):
-                state = DaemonState(registry=registry, settings=settings, guard=guard, limits=limits)
-                state.tracker = tracker
-                app = create_app(state)
-                server = _make_server(app, limits, tracker)
-                served = anyio.Event()
-
-                async def run_server() -> None:
-                    try:
-                        await server.serve([sock])
-                    finally:
-                        served.set()
-                        stop.set()
-
-                async with anyio.create_task_group() as tg:
-                    cluster = await _join_cluster(tg, state, settings)
-                    tg.start_soon(run_server)
-                    tg.start_soon(state.reaper.run, state.shutting_down)
-                    while not server.started:
-                        if stop.is_set():
-                            raise UserError(f"the HTTP server did not start on {url}")
-                        await anyio.sleep(0.01)
-                    info = {
-                        "pid": pid,
-                        "host": options.host,
-                        "port": port,
-                        "url": url,
-                        "busy_timeout_ms": registry.journal.info().get("busy_timeout_ms"),
-                        "started_at": time.time(),
-                    }
-                    write_daemon_json(home, info)
-                    log.info("listening on %s (journal %s)", url, registry.journal.info())
-                    if on_ready is not None:
-                        on_ready(info, f"{url}/login?token={token}")
-
-                    async def maintenance() -> None:
-                        # Recovery is cheap (one query over active sessions): run it every
-                        # recover_interval_s so a turn orphaned by a dead process (even an
-                        # in-process `acagent run` killed while this daemon runs) continues within
-                        # seconds; hibernation runs every hibernate_interval_s.
-                        last_hibernate = anyio.current_time()
-                        while True:
-                            try:  # in a cluster, the claim scan recovers (across daemons)
-                                recovered = [] if cluster is not None else await registry.recover()
-                                if recovered:
-                                    log.warning("recovering interrupted sessions: %s", ", ".join(recovered))
-                            except Exception:
-                                log.exception("recovery pass failed")
-                            await anyio.sleep(options.recover_interval_s)
-                            if anyio.current_time() - last_hibernate < options.hibernate_interval_s:
-                                continue
-                            last_hibernate = anyio.current_time()
-                            try:
-                                await hibernate(state)
-                            except Exception:
-                                log.exception("hibernation pass failed")
-
-                    tg.start_soon(maintenance)
-                    await stop.wait()
-                    # Graceful shutdown: refuse new work, interrupt turns (clients see it), close streams.
-                    state.accepting = False
-                    if cluster is not None:  # drain: release the leases; peers continue the turns
-                        cluster.draining = True
-                    for runner in list(registry.runners.values()):
-                        runner.interrupt("handoff" if cluster is not None else "shutdown")
-                    with anyio.move_on_after(20):
-                        for runner in list(registry.runners.values()):
-                            await runner.wait()
-                    with anyio.move_on_after(2):  # let attached clients receive turn.interrupted
-                        while not state.streams_caught_up():
-                            await anyio.sleep(0.02)
-                    state.shutting_down.set()
-                    server.should_exit = True
-                    with anyio.move_on_after(10):
-                        await served.wait()
-                    tg.cancel_scope.cancel()
+                guard = GuardConfig(token=token, port=port, bound_host=options.host)
+                state = DaemonState(registry=registry, settings=settings, guard=guard, limits=options.limits)
+                state.tracker = ConnectionTracker(options.limits)
+                await _run(state, options, sock, stop, on_ready)
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await providers.aclose()
             outer.cancel_scope.cancel()
     finally:
         sock.close()
         remove_daemon_json(home, pid)
+
+
+def _refuse_if_running(home: Path) -> None:
+    """Raise :class:`DaemonRunning` when a live daemon (not this process) serves ``home``."""
+    from acagent.client._discovery import daemon_info
+
+    running = daemon_info(home)
+    if running is not None and running.pid != os.getpid():
+        raise DaemonRunning(
+            f"a daemon already serves {str(home)!r} (pid {running.pid}, {running.url}); stop it with `acagent serve --stop`",
+            detail={"pid": running.pid, "url": running.url},
+        )
+
+
+async def _watch_signals(stop: anyio.Event) -> None:
+    """Set ``stop`` on the first SIGTERM/SIGINT."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.warning("received %s: shutting down", signal.Signals(signum).name)
+            stop.set()
+            return
+
+
+async def _run(
+    state: Any,
+    options: ServeOptions,
+    sock: socket.socket,
+    stop: anyio.Event,
+    on_ready: Callable[[dict[str, Any], str], None] | None,
+) -> None:
+    """Serve the app on ``sock`` until ``stop``, then shut down gracefully (module docstring)."""
+    from acagent.server._app import create_app
+
+    registry = state.registry
+    port = sock.getsockname()[1]
+    url = _url(options.host, port)
+    server = make_server(create_app(state), state.limits, state.tracker)
+    served = anyio.Event()
+
+    async def run_server() -> None:
+        try:
+            await server.serve([sock])
+        finally:
+            served.set()
+            stop.set()
+
+    async with anyio.create_task_group() as tg:
+        cluster = await _join_cluster(tg, state, state.settings)
+        tg.start_soon(run_server)
+        tg.start_soon(state.reaper.run, state.shutting_down)
+        while not server.started:
+            if stop.is_set():
+                raise UserError(f"the HTTP server did not start on {url}")
+            await anyio.sleep(0.01)
+        info = {
+            "pid": os.getpid(),
+            "host": options.host,
+            "port": port,
+            "url": url,
+            "busy_timeout_ms": registry.journal.info().get("busy_timeout_ms"),
+            "started_at": time.time(),
+        }
+        write_daemon_json(state.settings.home, info)
+        log.info("listening on %s (journal %s)", url, registry.journal.info())
+        if on_ready is not None:
+            on_ready(info, f"{url}/login?token={state.guard.token}")
+        tg.start_soon(_maintenance, state, cluster, options)
+        await stop.wait()
+        await _drain(state, cluster, server, served)
+        tg.cancel_scope.cancel()
+
+
+async def _maintenance(state: Any, cluster: Any, options: ServeOptions) -> None:
+    """Recovery every ``recover_interval_s``, hibernation every ``hibernate_interval_s``.
+
+    Recovery is cheap (one query over active sessions): run often, a turn orphaned by a dead
+    process (even an in-process ``acagent run`` killed while this daemon runs) continues within
+    seconds. In a cluster the claim scan recovers (across daemons).
+    """
+    from acagent.server._state import hibernate
+
+    last_hibernate = anyio.current_time()
+    while True:
+        try:
+            recovered = [] if cluster is not None else await state.registry.recover()
+            if recovered:
+                log.warning("recovering interrupted sessions: %s", ", ".join(recovered))
+        except Exception:
+            log.exception("recovery pass failed")
+        await anyio.sleep(options.recover_interval_s)
+        if anyio.current_time() - last_hibernate < options.hibernate_interval_s:
+            continue
+        last_hibernate = anyio.current_time()
+        try:
+            await hibernate(state)
+        except Exception:
+            log.exception("hibernation pass failed")
+
+
+async def _drain(state: Any, cluster: Any, server: Any, served: anyio.Event) -> None:
+    """Graceful shutdown: refuse new work, interrupt turns (clients see it), close streams."""
+    registry = state.registry
+    state.accepting = False
+    if cluster is not None:  # drain: release the leases; peers continue the turns
+        cluster.draining = True
+    for runner in list(registry.runners.values()):
+        runner.interrupt("handoff" if cluster is not None else "shutdown")
+    with anyio.move_on_after(20):
+        for runner in list(registry.runners.values()):
+            await runner.wait()
+    with anyio.move_on_after(2):  # let attached clients receive turn.interrupted
+        while not state.streams_caught_up():
+            await anyio.sleep(0.02)
+    state.shutting_down.set()
+    server.should_exit = True
+    with anyio.move_on_after(10):
+        await served.wait()
