@@ -111,11 +111,49 @@ async def _follow_json(client: Any, since: int) -> int:
     return 0
 
 
+async def _history(client: Any, since: int) -> list[Any]:
+    """Every committed event after ``since``, read page by page."""
+    from acagent.events import Event
+
+    history: list[Event] = []
+    cursor = since
+    while True:
+        page = await client.request(
+            "GET", f"/v1/sessions/{client.session_id}/events", params={"since": cursor, "limit": 5000}
+        )
+        history += [Event(**e) for e in page["events"]]
+        if history:
+            cursor = history[-1].seq
+        if not page["more"]:
+            return history
+
+
+async def _handle_line(client: Any, state: dict[str, Any], console: Any, text: str) -> None:
+    """One typed line: the answer to the pending approval or question, else a new message."""
+    from acagent.errors import AcagentError, ApprovalNotFound, SessionBusy
+
+    pending = state["approval"]
+    try:
+        if pending is not None and pending.get("kind") == "question" and text.strip():
+            await client.answer(pending["tool_call_id"], "allow", answer=text)
+        elif pending is not None and text.strip().lower() in ANSWERS:
+            await client.answer(pending["tool_call_id"], ANSWERS[text.strip().lower()])
+        elif text.strip():
+            await client.send(text)
+    except ApprovalNotFound as exc:
+        state["approval"] = None
+        console.print(f"[yellow]{exc.message}[/yellow]")
+    except SessionBusy:
+        console.print("[yellow]a turn is running: wait for it, or Ctrl-C to cancel it[/yellow]")
+    except AcagentError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+
+
 async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
     import anyio
     from rich.console import Console
 
-    from acagent.errors import AcagentError, ApprovalNotFound, SessionBusy
+    from acagent.errors import AcagentError
     from acagent.events import Event
     from acagent.store import ACTIVE
 
@@ -154,17 +192,8 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
         "Enter; y/n/a answers an approval; Ctrl-C cancels the turn; Ctrl-D exits.[/dim]"
     )
     # History first (committed messages instead of their deltas), then live from where it ended.
-    history: list[Event] = []
-    cursor = since
-    while True:
-        page = await client.request(
-            "GET", f"/v1/sessions/{client.session_id}/events", params={"since": cursor, "limit": 5000}
-        )
-        history += [Event(**e) for e in page["events"]]
-        if history:
-            cursor = history[-1].seq
-        if not page["more"]:
-            break
+    history = await _history(client, since)
+    cursor = history[-1].seq if history else since
     for event in history:
         track(event)
     if renderer is not None:
@@ -191,22 +220,7 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
                 if not line:
                     tg.cancel_scope.cancel()
                     return
-                text = line.rstrip("\n")
-                pending = state["approval"]
-                try:
-                    if pending is not None and pending.get("kind") == "question" and text.strip():
-                        await client.answer(pending["tool_call_id"], "allow", answer=text)
-                    elif pending is not None and text.strip().lower() in ANSWERS:
-                        await client.answer(pending["tool_call_id"], ANSWERS[text.strip().lower()])
-                    elif text.strip():
-                        await client.send(text)
-                except ApprovalNotFound as exc:
-                    state["approval"] = None
-                    console.print(f"[yellow]{exc.message}[/yellow]")
-                except SessionBusy:
-                    console.print("[yellow]a turn is running: wait for it, or Ctrl-C to cancel it[/yellow]")
-                except AcagentError as exc:
-                    console.print(f"[red]{exc.message}[/red]")
+                await _handle_line(client, state, console, line.rstrip("\n"))
 
         async def on_sigint() -> None:
             with anyio.open_signal_receiver(signal.SIGINT) as signals:

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -108,9 +109,31 @@ def serve_command(
         raise typer.Exit(_stop(settings))
     if log_format not in ("text", "json"):
         fail(f"--log-format takes text or json, not {log_format!r}", 2)
-    import logging
+    from acagent.server._daemon import ServeOptions, serve
 
-    from acagent.server._daemon import ServeOptions, check_bind, is_loopback, serve
+    limits = _limits(limit, send_timeout, keepalive, queue_events, host, allow_remote)
+    options = ServeOptions(
+        host=host,
+        port=port,
+        hibernate_interval_s=hibernate_interval,
+        limits=limits,
+        allow_remote=allow_remote,
+    )
+    ready = _announcer(settings, host, log_format)
+    run_async(lambda: serve(settings, options, on_ready=ready))
+
+
+def _limits(
+    limit: list[str] | None,
+    send_timeout: float | None,
+    keepalive: float | None,
+    queue_events: int | None,
+    host: str,
+    allow_remote: bool,
+) -> Any:
+    """The daemon limits with ``--limit`` and the hidden tuning flags applied; exits on a bad value
+    or a refused ``--host``."""
+    from acagent.server._daemon import check_bind
     from acagent.server._limits import Limits
 
     pairs = list(limit or [])
@@ -130,18 +153,20 @@ def serve_command(
         fail(str(exc))
     except AcagentError as exc:
         fail(exc.message)
+    return limits
+
+
+def _announcer(settings: Any, host: str, log_format: str) -> Callable[[dict[str, Any], str], None]:
+    """Set up logging; return the ``on_ready`` callback that prints the address and login URL."""
+    import logging
+
+    from acagent.server._daemon import is_loopback
+
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="acagent: %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("acagent.server").setLevel(logging.INFO)
     redact = _install_log_format(log_format, settings)
-    options = ServeOptions(
-        host=host,
-        port=port,
-        hibernate_interval_s=hibernate_interval,
-        limits=limits,
-        allow_remote=allow_remote,
-    )
 
     def ready(info: dict[str, Any], login_url: str) -> None:
         try:  # the token exists now: no log line may carry it
@@ -160,7 +185,7 @@ def serve_command(
         sys.stdout.write(f"Open in a browser: {login_url}\n")
         sys.stdout.flush()
 
-    run_async(lambda: serve(settings, options, on_ready=ready))
+    return ready
 
 
 def _install_log_format(log_format: str, settings: Any) -> Any:

@@ -42,7 +42,7 @@ from acagent.runner._window import BYTES_PER_TOKEN, RequestEstimator, bytes_to_t
 from acagent.runner._writer import crash_point
 from acagent.store import FinishStep, InsertStep
 
-__all__ = ["CompactionFailed", "CompactionPorts", "compact_context", "ports_of"]
+__all__ = ["CompactionFailed", "CompactionPorts", "compact_context", "compact_now", "ports_of"]
 
 CRASH_POINTS = ("compact_before_call", "compact_mid_summary", "compact_before_commit")
 """Test-only crash points of a compaction (``ACAGENT_CRASH_AT``)."""
@@ -99,6 +99,18 @@ async def _summarise(
             return stream.get()
 
 
+async def compact_now(turn: Any) -> dict[str, Any]:
+    """A manual compaction (``/compact``) in ``turn``: every turn but the last is summarised.
+
+    Raises:
+        CompactionFailed: the session has no history yet, or :func:`compact_context` failed.
+    """
+    ports = ports_of(turn, await turn.definitions())
+    if not ports.context.messages:
+        raise CompactionFailed("the session has no history to compact yet")
+    return await compact_context(ports, reason="manual")
+
+
 async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, Any]:
     """Compact the context (module docstring) and return the ``context.compacted`` payload.
 
@@ -113,24 +125,7 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
     ctx = ports.context
     messages = list(ctx.messages)
     tokens_before = ports.estimator.estimate(ports.system_prompt, messages, ports.tools)
-    sizes = [bytes_to_tokens(ports.estimator.message_bytes(m)) for m in messages]
-    # After a provider refusal the window is smaller than assumed, and a user who asks wants the
-    # room: keep only the last turn. Otherwise keep what fits in keep_recent of the window.
-    keep = (
-        0 if reason in ("overflow", "manual") else int(window.context_window * settings.context.keep_recent)
-    )
-    cut = choose_cut(messages, sizes, keep)
-    if cut is None:
-        raise CompactionFailed(
-            f"the context ({tokens_before} tokens, estimated) is all the current turn: nothing older to "
-            f"summarise within the {window.context_window}-token window of {model}",
-            detail={
-                "tokens": tokens_before,
-                "window": window.context_window,
-                "model": model,
-                "reason": "nothing_to_summarise",
-            },
-        )
+    cut = _cut_or_fail(ports, messages, reason, window, model, tokens_before)
     limit = (
         f"the context is {tokens_before:,} tokens (estimated); compaction starts at "
         f"{settings.context.compact_at:.0%} of the {window.context_window:,}-token window of {model}"
@@ -162,20 +157,11 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
             request_id=request_id,
             max_tokens=out_tokens,
         )
+        started = make_payload(
+            "step.started", turn_id=turn_id, step_id=step_id, request_id=request_id, attempt=attempt
+        )
         await ports.writer.commit(
-            [
-                (
-                    "step.started",
-                    make_payload(
-                        "step.started",
-                        turn_id=turn_id,
-                        step_id=step_id,
-                        request_id=request_id,
-                        attempt=attempt,
-                    ),
-                )
-            ],
-            ops=[InsertStep(request_id, step_id, turn_id, digest, attempt)],
+            [("step.started", started)], ops=[InsertStep(request_id, step_id, turn_id, digest, attempt)]
         )
         crash_point("compact_before_call", settings.crash_at)
         try:
@@ -187,21 +173,8 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
                 ops=[FinishStep(request_id, "failed", exc.message)],
             )
             if not retry:
-                why = (
-                    f"the summary request failed {attempt} times ({exc.message})"
-                    if exc.retryable
-                    else f"the provider refused the summary request ({exc.message})"
-                )
-                raise CompactionFailed(
-                    f"could not compact: {why}; {limit}",
-                    detail={
-                        "tokens": tokens_before,
-                        "window": window.context_window,
-                        "model": model,
-                        "reason": "summary_failed" if exc.retryable else "summary_refused",
-                        "provider_error": exc.error_type,
-                    },
-                ) from exc
+                detail = {"tokens": tokens_before, "window": window.context_window, "model": model}
+                raise _summary_failed(exc, attempt, limit, detail) from exc
             await anyio.sleep(
                 min(
                     settings.timing.retry_max_delay_s, settings.timing.retry_base_delay_s * 2 ** (attempt - 1)
@@ -225,6 +198,48 @@ async def compact_context(ports: CompactionPorts, *, reason: str) -> dict[str, A
             attempt=attempt,
             turn_id=turn_id,
         )
+
+
+def _cut_or_fail(
+    ports: CompactionPorts, messages: list[Message], reason: str, window: Any, model: str, tokens_before: int
+) -> int:
+    """Where the summarised part ends (:func:`choose_cut`).
+
+    Raises:
+        CompactionFailed: everything is the current turn (nothing older to summarise).
+    """
+    sizes = [bytes_to_tokens(ports.estimator.message_bytes(m)) for m in messages]
+    # After a provider refusal the window is smaller than assumed, and a user who asks wants the
+    # room: keep only the last turn. Otherwise keep what fits in keep_recent of the window.
+    keep_recent = ports.settings.context.keep_recent
+    keep = 0 if reason in ("overflow", "manual") else int(window.context_window * keep_recent)
+    cut = choose_cut(messages, sizes, keep)
+    if cut is None:
+        raise CompactionFailed(
+            f"the context ({tokens_before} tokens, estimated) is all the current turn: nothing older to "
+            f"summarise within the {window.context_window}-token window of {model}",
+            detail={
+                "tokens": tokens_before,
+                "window": window.context_window,
+                "model": model,
+                "reason": "nothing_to_summarise",
+            },
+        )
+    return cut
+
+
+def _summary_failed(exc: ProviderError, attempt: int, limit: str, detail: dict[str, Any]) -> CompactionFailed:
+    """The error of a summary request that failed for good (refused, or out of attempts)."""
+    why = (
+        f"the summary request failed {attempt} times ({exc.message})"
+        if exc.retryable
+        else f"the provider refused the summary request ({exc.message})"
+    )
+    reason = "summary_failed" if exc.retryable else "summary_refused"
+    return CompactionFailed(
+        f"could not compact: {why}; {limit}",
+        detail={**detail, "reason": reason, "provider_error": exc.error_type},
+    )
 
 
 def _retry_event(turn_id: str, attempt: int, reason: str, error: str) -> tuple[str, dict[str, Any]]:

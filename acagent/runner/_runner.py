@@ -333,7 +333,7 @@ class InProcessRunner(CancelPaths, SessionPorts):
             UserError: a turn was interrupted and must be finished first.
             CompactionFailed: nothing older than the last turn to summarise, or a useless summary.
         """
-        from acagent.runner._compact import CompactionFailed, compact_context, ports_of
+        from acagent.runner._compact import compact_now
 
         self.check_free(finishing_is_free=False)
         self.state = RunnerState.ACCEPTING
@@ -349,11 +349,7 @@ class InProcessRunner(CancelPaths, SessionPorts):
                 )
             turn = self._new_turn(f"compact_{uuid.uuid4().hex[:12]}")
             self.turn, self.state = turn, RunnerState.RUNNING
-            ports = ports_of(turn, await turn.definitions())
-            # Nothing to keep but the last turn: a manual compaction summarises all older turns.
-            if not ports.context.messages:
-                raise CompactionFailed("the session has no history to compact yet")
-            return await compact_context(ports, reason="manual")
+            return await compact_now(turn)  # every turn but the last is summarised
         finally:
             await self._release()
 
