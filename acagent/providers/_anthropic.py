@@ -21,12 +21,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from acagent.errors import ConfigError, ProviderError
+from acagent.errors import ProviderError
 from acagent.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from acagent.providers._anthropic_stream import AnthropicStreamedResponse, anthropic_status_error
 from acagent.providers._base import ModelRequest, ToolDefinition
-from acagent.providers._body import BodyEncoder, EncodedArray
-from acagent.providers._http import EventSource, HTTPProvider
+from acagent.providers._body import BodyEncoder, EncodedArray, wire_messages
+from acagent.providers._http import HTTPProvider, api_key_or_placeholder
 
 if TYPE_CHECKING:
     from acagent.settings import Settings
@@ -132,15 +132,7 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
         list of wire message dicts, in order (the request body holds the same, encoded by
         :class:`~acagent.providers._body.BodyEncoder`).
     """
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        for wire in anthropic_wire_messages(message):
-            merged = anthropic_merge(out[-1], wire) if out else None
-            if merged is not None:
-                out[-1] = merged
-            else:
-                out.append(wire)
-    return out
+    return wire_messages(messages, anthropic_wire_messages, anthropic_merge)
 
 
 # --------------------------------------------------------------------------- provider
@@ -162,6 +154,7 @@ class AnthropicProvider(HTTPProvider):
     """
 
     path = "/v1/messages"
+    response_class = AnthropicStreamedResponse
 
     def __init__(
         self,
@@ -174,15 +167,17 @@ class AnthropicProvider(HTTPProvider):
         name: str = "anthropic",
     ) -> None:
         base = (base_url or ANTHROPIC_BASE_URL).rstrip("/")
-        if not api_key:
-            if (urlsplit(base).hostname or "") == "api.anthropic.com":
-                raise ConfigError(f"no API key for {name!r}: set ANTHROPIC_API_KEY")
-            api_key = _PLACEHOLDER_KEY
+        key = api_key_or_placeholder(
+            api_key,
+            official=(urlsplit(base).hostname or "") == "api.anthropic.com",
+            placeholder=_PLACEHOLDER_KEY,
+            missing=f"no API key for {name!r}: set ANTHROPIC_API_KEY",
+        )
         super().__init__(
             model,
             name=name,
             base_url=base,
-            api_key=api_key,
+            api_key=key,
             timeout_s=timeout_s,
             idle_timeout_s=idle_timeout_s,
         )
@@ -193,15 +188,6 @@ class AnthropicProvider(HTTPProvider):
 
     def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
         return anthropic_status_error(self.name, status, body, headers)
-
-    def _streamed(self, events: EventSource, deadline: float) -> AnthropicStreamedResponse:
-        return AnthropicStreamedResponse(
-            events,
-            provider=self.name,
-            base_url=self.base_url,
-            idle_timeout_s=self.idle_timeout_s,
-            deadline=deadline,
-        )
 
     def encode_body(self, request: ModelRequest) -> bytes:
         """The JSON request body (deterministic; each message encoded once, see ``_body``)."""

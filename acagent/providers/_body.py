@@ -21,12 +21,29 @@ import orjson
 
 from acagent.messages import Message
 
-__all__ = ["BodyEncoder", "EncodedArray"]
+__all__ = ["BodyEncoder", "EncodedArray", "wire_messages"]
 
 WireMessages = Callable[[Message], list[dict[str, Any]]]
 """``message -> wire dicts`` (one context message may become several wire messages)."""
 Merge = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]
 """``(previous, next) -> merged`` when two adjacent wire messages must be one, else None."""
+
+
+def wire_messages(
+    messages: Sequence[Message], to_wire: WireMessages, merge: Merge, prefix: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """``prefix`` + the wire messages of ``messages`` (each mapped by ``to_wire``), adjacent ones
+    joined where ``merge`` says so: the adapters' ``to_*_messages`` (:class:`BodyEncoder` builds
+    the same list incrementally)."""
+    out = list(prefix)
+    for message in messages:
+        for wire in to_wire(message):
+            merged = merge(out[-1], wire) if out else None
+            if merged is not None:
+                out[-1] = merged
+            else:
+                out.append(wire)
+    return out
 
 
 class BodyEncoder:

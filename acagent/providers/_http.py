@@ -34,12 +34,18 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from acagent.errors import ContextOverflow, ProviderConnectionError, ProviderError, ProviderHTTPError
+from acagent.errors import (
+    ConfigError,
+    ContextOverflow,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+)
 from acagent.providers._base import ModelRequest
 from acagent.providers._sse import SSENormalizer, WireActivity, WireStall
 from acagent.providers._stream import BaseStreamedResponse
 
-__all__ = ["EventSource", "HTTPProvider", "load_httpx"]
+__all__ = ["EventSource", "HTTPProvider", "api_key_or_placeholder", "load_httpx"]
 
 _LOCK = threading.Lock()
 _HTTPX: list[Any] = []
@@ -150,6 +156,19 @@ def decode_body(raw: bytes) -> Any:
         return raw[:2000].decode("utf-8", "replace")
 
 
+def api_key_or_placeholder(api_key: str | None, *, official: bool, placeholder: str, missing: str) -> str:
+    """The key to send: ``api_key``, or ``placeholder`` for a keyless compatible server.
+
+    Raises:
+        ConfigError: no key for the provider's official endpoint (``missing`` is the message).
+    """
+    if api_key:
+        return api_key
+    if official:
+        raise ConfigError(missing)
+    return placeholder
+
+
 class HTTPProvider(ABC):
     """Base of the HTTP providers (implements most of ``Provider``).
 
@@ -165,6 +184,8 @@ class HTTPProvider(ABC):
     supports_tools: bool = True
     path: ClassVar[str]
     """Request path appended to the base URL (``/chat/completions``, ``/v1/messages``)."""
+    response_class: ClassVar[type[BaseStreamedResponse]]
+    """The adapter's streamed response (built over each request's event source)."""
 
     def __init__(
         self, model: str, *, name: str, base_url: str, api_key: str, timeout_s: float, idle_timeout_s: float
@@ -191,9 +212,15 @@ class HTTPProvider(ABC):
     def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
         """The error of a non-2xx answer (``body`` decoded by :func:`decode_body`)."""
 
-    @abstractmethod
     def _streamed(self, events: EventSource, deadline: float) -> BaseStreamedResponse:
-        """The adapter's streamed response over the event source."""
+        """The adapter's :attr:`response_class` over the event source."""
+        return self.response_class(
+            events,
+            provider=self.name,
+            base_url=self.base_url,
+            idle_timeout_s=self.idle_timeout_s,
+            deadline=deadline,
+        )
 
     # -- shared ----------------------------------------------------------------
     def _make_client(self) -> Any:

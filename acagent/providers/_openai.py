@@ -24,11 +24,11 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from acagent.errors import ConfigError, ProviderError
+from acagent.errors import ProviderError
 from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from acagent.providers._base import ModelRequest, ToolDefinition
-from acagent.providers._body import BodyEncoder, EncodedArray
-from acagent.providers._http import EventSource, HTTPProvider
+from acagent.providers._body import BodyEncoder, EncodedArray, wire_messages
+from acagent.providers._http import HTTPProvider, api_key_or_placeholder
 from acagent.providers._openai_stream import OpenAIStreamedResponse, openai_status_error
 
 if TYPE_CHECKING:
@@ -117,15 +117,8 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
         list of wire message dicts, in order (the request body holds the same, encoded by
         :class:`~acagent.providers._body.BodyEncoder`).
     """
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for message in messages:
-        for wire in openai_wire_messages(message):
-            merged = openai_merge(out[-1], wire) if out else None
-            if merged is not None:
-                out[-1] = merged
-            else:
-                out.append(wire)
-    return out
+    prefix = [{"role": "system", "content": system}] if system else []
+    return wire_messages(messages, openai_wire_messages, openai_merge, prefix)
 
 
 # --------------------------------------------------------------------------- provider
@@ -152,6 +145,7 @@ class OpenAIProvider(HTTPProvider):
     """
 
     path = "/chat/completions"
+    response_class = OpenAIStreamedResponse
 
     def __init__(
         self,
@@ -166,15 +160,17 @@ class OpenAIProvider(HTTPProvider):
         base = (base_url or OPENAI_BASE_URL).rstrip("/")
         self._official = _is_official(base)
         self._key_env: str | None = "OPENAI_API_KEY" if name == "openai" else None
-        if not api_key:
-            if self._official:
-                raise ConfigError(f"no API key for {name!r}: set OPENAI_API_KEY")
-            api_key = _PLACEHOLDER_KEY
+        key = api_key_or_placeholder(
+            api_key,
+            official=self._official,
+            placeholder=_PLACEHOLDER_KEY,
+            missing=f"no API key for {name!r}: set OPENAI_API_KEY",
+        )
         super().__init__(
             model,
             name=name,
             base_url=base,
-            api_key=api_key,
+            api_key=key,
             timeout_s=timeout_s,
             idle_timeout_s=idle_timeout_s,
         )
@@ -193,15 +189,6 @@ class OpenAIProvider(HTTPProvider):
 
     def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
         return openai_status_error(self.name, self._key_env, status, body, headers)
-
-    def _streamed(self, events: EventSource, deadline: float) -> OpenAIStreamedResponse:
-        return OpenAIStreamedResponse(
-            events,
-            provider=self.name,
-            base_url=self.base_url,
-            idle_timeout_s=self.idle_timeout_s,
-            deadline=deadline,
-        )
 
     def _request_head(self, request: ModelRequest) -> dict[str, Any]:
         """The body's small members, in wire order (``messages``/``tools`` are spliced in)."""
