@@ -113,23 +113,30 @@ def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
                 self.transport.write(header_too_large_response(limits, buffered))
                 self.transport.close()
                 return
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ]
-            try:
-                for event in (
-                    h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-                    h11.Data(data=body),
-                    h11.EndOfMessage(),
-                ):
-                    self.transport.write(self.conn.send(event))
-            except h11.LocalProtocolError:  # pragma: no cover - h11 refuses to answer this request at all
-                pass
-            self.transport.close()
+            _send_bad_request(self.conn, self.transport, body)
 
     return AcagentH11Protocol
+
+
+def _send_bad_request(conn: Any, transport: Any, body: bytes) -> None:
+    """Answer 400 with ``body`` (the error envelope) through h11, then close the connection."""
+    import h11
+
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    try:
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            transport.write(conn.send(event))
+    except h11.LocalProtocolError:  # pragma: no cover - h11 refuses to answer this request at all
+        pass
+    transport.close()
 
 
 def make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
