@@ -196,25 +196,7 @@ def show_session(
         console.print(Text(f"⚠ {warning}", style="yellow"), highlight=False)
 
     if summary:
-        table = Table(title="LLM steps", title_justify="left", box=None, header_style="bold", pad_edge=False)
-        for name in ("step", "turn", "attempts", "retries", "status"):
-            table.add_column(name, no_wrap=True, justify="left" if name in ("turn", "status") else "right")
-        for n, step in enumerate(summary, 1):
-            st = str(step["status"])
-            table.add_row(
-                str(n),
-                str(step["turn_id"] or ""),
-                str(len(step["attempts"])),
-                Text(str(step["retries"]), style="yellow" if step["retries"] else ""),
-                Text(st, style={"done": "green", "failed": "red", "inflight": "yellow"}.get(st, "")),
-            )
-        console.print()
-        console.print(table)
-        for n, step in enumerate(summary, 1):
-            if step["error"]:
-                console.print(
-                    Text(f"  step {n}: {step['error']}", style="dim"), no_wrap=True, overflow="ellipsis"
-                )
+        _print_steps(console, summary)
 
     if approvals:
         console.print()
@@ -238,3 +220,26 @@ def show_session(
     console.print()
     console.rule("history", style="dim")
     EventRenderer(console).render_history(events)
+
+
+def _print_steps(console: Console, summary: list[dict[str, Any]]) -> None:
+    """The LLM steps table (attempts, retries, status per step) and each step's last error."""
+    table = Table(title="LLM steps", title_justify="left", box=None, header_style="bold", pad_edge=False)
+    for name in ("step", "turn", "attempts", "retries", "status"):
+        table.add_column(name, no_wrap=True, justify="left" if name in ("turn", "status") else "right")
+    for n, step in enumerate(summary, 1):
+        st = str(step["status"])
+        table.add_row(
+            str(n),
+            str(step["turn_id"] or ""),
+            str(len(step["attempts"])),
+            Text(str(step["retries"]), style="yellow" if step["retries"] else ""),
+            Text(st, style={"done": "green", "failed": "red", "inflight": "yellow"}.get(st, "")),
+        )
+    console.print()
+    console.print(table)
+    for n, step in enumerate(summary, 1):
+        if step["error"]:
+            console.print(
+                Text(f"  step {n}: {step['error']}", style="dim"), no_wrap=True, overflow="ellipsis"
+            )
