@@ -101,3 +101,37 @@ async def test_cancel_flag_set_by_another_process_interrupts_the_turn(tmp_path: 
         after = await reg.journal.get_session(row.id)
         assert after.status == "cancelled"
         assert after.cancel_requested == 0
+
+
+async def test_worker_that_cannot_renew_for_a_ttl_stops_writing(tmp_path: Path) -> None:
+    """The journal stops answering the renewals (a blackholed network, F98): after one TTL
+    without a renewal the worker stops its turn without writing — its lease may be another's —
+    instead of streaming on and committing later."""
+    from acagent.errors import JournalError
+
+    s = load_settings(
+        {"home": str(tmp_path / "h")},
+        env={"ACAGENT_TIMING_LEASE_TTL_S": "0.6", "ACAGENT_TIMING_LEASE_RENEW_S": "0.2"},
+    )
+    model = ScriptedModel([Reply(text="slow answer", delay_s=30)])
+    ws = tmp_path / "w"
+    ws.mkdir()
+    async with SessionRegistry.open(s, provider_factory=lambda m: model) as reg:
+        row = await reg.create_session(ws)
+        runner = await reg.get_runner(row.id)
+        await runner.step("hi")
+        with anyio.fail_after(5):
+            while not model.requests:
+                await anyio.sleep(0.02)
+        before = (await reg.journal.get_session(row.id)).last_seq
+
+        async def unreachable(*args: object, **kwargs: object) -> None:
+            raise JournalError("cannot reach the journal: timed out")
+
+        reg.journal.keep_leases = unreachable  # type: ignore[method-assign]
+        with anyio.fail_after(5):
+            await runner.wait()
+        assert runner.halted is not None  # its watchers were told the turn stopped here
+        after = await reg.journal.get_session(row.id)
+        assert after.last_seq == before, "nothing written after the renewals failed"
+        assert after.status == "running"  # still active: a peer (or a restart) continues it
