@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.mockprovider import MockProvider, Script, anthropic_text, openai_text
+from tests.mockprovider import MockProvider, Script, anthropic_text, openai_text, openai_tool_calls
 
 FINAL = "All appended."
 
@@ -223,6 +223,28 @@ def test_crash_while_approval_pending_keeps_it_pending(cli: Any, mock: MockProvi
     assert any(e["type"] == "approval.resolved" and e["payload"]["decision"] == "allow" for e in events)
     assert log.read_text() == "appended\n"
     assert len(mock.requests) == 2
+    _check_seqs(db, sid)
+
+
+def test_resume_of_a_pending_approval_with_no_terminal_exits_3(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """Killed in waiting_user, then `run --resume` with no terminal and no --yes: exit 3 at once.
+    The re-sent approval reached the client before the resumed turn was current, so its cancel
+    missed that turn and the resume waited for an answer forever (no approval timeout). An earlier
+    command on the data dir (`sessions list`) sets up the timing that loses the race."""
+    log = workspace / "log.txt"
+    mock.script(openai_tool_calls([("call_1", "shell", {"command": f"echo appended >> {log}"})]))
+    first = cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go", cwd=workspace,
+                extra_env={"ACAGENT_CRASH_AT": "waiting_approval", "OPENAI_API_KEY": "k"})
+    assert first.returncode == -signal.SIGKILL
+    db = _journal(cli.home)
+    (sid,) = db.execute("SELECT id FROM session").fetchone()
+    cli("sessions", "list", "--all", cwd=workspace, check=True)  # as a user would look first (the race needs it)
+    second = cli("run", "--resume", sid, "--json", "--model", "openai:mock", "--base-url", mock.openai_base_url,
+                 cwd=workspace, timeout=30, extra_env={"OPENAI_API_KEY": "k"})  # --json + key: the racy timing
+    assert second.returncode == 3, second.stderr
+    assert "no terminal to ask" in second.stderr and "Traceback" not in second.stderr
+    assert db.execute("SELECT status FROM session").fetchone()[0] == "cancelled"
+    assert not log.exists() and len(mock.requests) == 1
     _check_seqs(db, sid)
 
 

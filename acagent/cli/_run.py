@@ -198,6 +198,11 @@ async def _run(
             try:
                 turn_id = await client.send(prompt)
                 target.append(turn_id)
+                if refused and turn_id not in ended:
+                    # A re-sent approval (a resumed turn) can reach consume() before this turn is
+                    # current: that cancel missed it, and the turn would wait for an answer forever.
+                    with contextlib.suppress(AcagentError):
+                        await _cancel(client, opened.remote, turn_id)
                 while turn_id not in ended:
                     await changed.wait()
             finally:
