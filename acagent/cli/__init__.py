@@ -7,7 +7,18 @@ from acagent.cli._app import app
 __all__ = ["app", "main"]
 
 
-_MODULES = ("_run", "_chat", "_sessions", "_serve", "_attach", "_models", "_doctor", "_usage", "_mcp", "_compact")
+_MODULES = (
+    "_run",
+    "_chat",
+    "_sessions",
+    "_serve",
+    "_attach",
+    "_models",
+    "_doctor",
+    "_usage",
+    "_mcp",
+    "_compact",
+)
 _COMMAND_MODULE = {
     "run": "_run",
     "chat": "_chat",

@@ -215,8 +215,11 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
             tg.cancel_scope.cancel()
 
         async def read_input() -> None:
+            from acagent.cli._tty import StdinLines
+
+            lines = StdinLines()  # never a thread in readline: it would hold the exit until Enter
             while True:
-                line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+                line = await lines.readline()
                 if not line:
                     tg.cancel_scope.cancel()
                     return

@@ -288,20 +288,11 @@ async def _ask_approval(payload: dict[str, Any], interactive: bool) -> str:
 
 
 async def _read_line() -> str:
-    """One line from the terminal, read on the event loop (``wait_readable`` + ``os.read``), so a
-    cancel (Ctrl-C) ends the wait at once; a thread blocked in ``readline`` would hold it until
-    Enter."""
-    import anyio
+    """One line from the terminal, read on the event loop (:class:`acagent.cli._tty.StdinLines`),
+    so a cancel (Ctrl-C) ends the wait at once."""
+    from acagent.cli._tty import StdinLines
 
-    fd = sys.stdin.fileno()
-    buf = b""
-    while not buf.endswith(b"\n"):
-        await anyio.wait_readable(fd)
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        buf += chunk
-    return buf.decode(errors="replace")
+    return await StdinLines().readline()
 
 
 async def _cancel_on_ctrl_c(client: Any, remote: bool, prompts: list[Any], target: list[str]) -> None:

@@ -1,11 +1,53 @@
-"""The terminal's input mode while a turn runs: typed text waits, unechoed, for the next prompt."""
+"""The terminal's input mode while a turn runs (typed text waits, unechoed, for the next prompt),
+and the one way the CLI reads lines from stdin without a blocking thread."""
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from typing import Any
 
-__all__ = ["quiet_input", "restore_input"]
+__all__ = ["StdinLines", "quiet_input", "restore_input"]
+
+
+class StdinLines:
+    """Lines from stdin (a terminal, a pipe or a file), read on the event loop.
+
+    A thread blocked in ``sys.stdin.readline`` cannot be cancelled, and at exit the interpreter
+    joins it: Ctrl-C (or a detach) would hang until Enter or until the pipe closes. So a line is
+    assembled from ``os.read`` calls made when the descriptor is readable (``anyio.wait_readable``);
+    a regular file (``attach ID < messages.txt``) never blocks and cannot be polled, so it is read
+    directly. Bytes past a newline are kept for the next line. Text is decoded as UTF-8 with
+    replacement.
+    """
+
+    def __init__(self, fd: int | None = None) -> None:
+        self.fd = sys.stdin.fileno() if fd is None else fd
+        self._buf = b""
+        self._eof = False
+        try:
+            self._pollable = not stat.S_ISREG(os.fstat(self.fd).st_mode)
+        except OSError:
+            self._pollable = True
+
+    async def readline(self) -> str:
+        """The next line with its ``\\n`` ("" at end of input, like ``readline``)."""
+        import anyio
+
+        while b"\n" not in self._buf and not self._eof:
+            if self._pollable:
+                await anyio.wait_readable(self.fd)
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                self._eof = True
+            self._buf += chunk
+        line, sep, rest = self._buf.partition(b"\n")
+        self._buf = rest
+        return (line + sep).decode(errors="replace")
 
 
 def quiet_input() -> Any:

@@ -132,3 +132,29 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_130_without_a_traceback(
             assert status == 0 and "attached to" in shown, (delay, status, err, shown[-300:])
         else:
             pytest.fail(f"{name} at {delay}s: exit {status}: {err}")
+
+
+def test_ctrl_c_after_attach_started_detaches_at_once_with_stdin_open(
+    tmp_path: Path, slow_mock: MockProvider, served: tuple[Daemon, str]
+) -> None:
+    """Before: stdin was read by a worker thread blocked in ``readline``, and the interpreter
+    joined it at exit, so a detaching Ctrl-C hung until Enter (or until the pipe closed)."""
+    daemon, sid = served
+    env = _env(tmp_path / "home", slow_mock)
+    env["ACAGENT_HOME"] = str(daemon.home)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acagent", "attach", sid], cwd=tmp_path, env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert "attached to" in proc.stdout.readline().decode()
+        time.sleep(1.0)  # well into the attach loop, reading stdin
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
