@@ -94,6 +94,8 @@ def usage_command(
     from rich.console import Console
     from rich.table import Table
 
+    from acagent.render._sessions import plain_cell
+
     table = Table(box=None, pad_edge=False)
     table.add_column(by, no_wrap=True, overflow="fold")
     if by == "session":
@@ -101,7 +103,7 @@ def usage_command(
     for col in ("calls", "input", "cached", "output", "cost"):
         table.add_column(col, justify="right", no_wrap=True)
     for row in [*out_rows, {by: "total", "title": "", **total.to_dict()}]:
-        cells = [str(row[by])] + ([row.get("title") or ""] if by == "session" else [])
+        cells: list[Any] = [plain_cell(row[by])] + ([plain_cell(row.get("title"))] if by == "session" else [])
         cells += [str(row["calls"]), str(row["input_tokens"]), str(row["cached_input_tokens"])]
         cells += [str(row["output_tokens"]), _cost(row)]
         table.add_row(*cells)

@@ -12,9 +12,10 @@ from rich.text import Text
 
 from acagent.events import Event
 from acagent.render._live import EventRenderer
+from acagent.render._safe import visible
 from acagent.render._status import context_fill, fill_text
 
-__all__ = ["sessions_table", "show_session", "status_style", "summarize_steps"]
+__all__ = ["plain_cell", "sessions_table", "show_session", "status_style", "summarize_steps"]
 
 _STATUS_STYLE = {
     "pending": "dim",
@@ -80,16 +81,23 @@ def sessions_table(
     for row in rows:
         status = str(row.get("status", ""))
         cells: list[Any] = [
-            str(row.get("id", "")),
+            plain_cell(row.get("id", "")),
             Text(status, style=status_style(status)),
             _short_ts(row.get("updated_at")),
             str(row.get("last_seq", "")),
         ]
         if show_cwd:
-            cells.append(str(row.get("cwd") or ""))
-        cells.append(str(row.get("title") or ""))
+            cells.append(plain_cell(row.get("cwd")))
+        cells.append(plain_cell(row.get("title")))
         table.add_row(*cells)
     console.print(table)
+
+
+def plain_cell(value: Any) -> Text:
+    """A table cell showing ``value`` as it is: never read as rich markup (a title ``[/x]`` raised
+    ``MarkupError``, ``[link=…]`` made a link) and with control and bidi characters escaped (an
+    ``ESC`` in a title reached the terminal) — titles come from prompts, imports and the HTTP API."""
+    return Text(visible("" if value is None else str(value)))
 
 
 def summarize_steps(steps: Iterable[Any]) -> list[dict[str, Any]]:
@@ -188,7 +196,7 @@ def show_session(
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
     for label, value in fields:
-        grid.add_row(label, Text(str(value)))
+        grid.add_row(label, plain_cell(value))
     console.print(grid)
     for warning in info.get("warnings") or []:
         if isinstance(warning, dict):  # a recorded warning: its message and code, not the dict

@@ -157,3 +157,26 @@ def test_sessions_archive_hides_and_resume_still_works(cli: Any, mock: MockProvi
     assert {row["id"] for row in rows} == set(ids) and not any(row["archived"] for row in rows)
     r = _run(cli, "sessions", "archive", "ses_nope", cwd=workspace)
     assert r.returncode == 1 and "matches no session" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_hostile_titles_are_shown_as_text_in_every_table(cli: Any, mock: MockProvider, workspace: Path) -> None:
+    """A title is never rich markup nor raw terminal control: a prompt starting ``[/oops]`` made
+    `sessions list` and `usage` die with a MarkupError traceback; ``[link=…]`` became a link and an
+    ESC in a renamed title reached the terminal (list, show, usage)."""
+    base = ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url]
+    mock.script(TextReply("ok"))
+    assert _run(cli, *base, "[/oops] is a closing tag", cwd=workspace).returncode == 0
+    sid = json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout)[0]["id"]
+    for args in (["sessions", "list"], ["sessions", "list", "--all"], ["usage"], ["sessions", "show", sid]):
+        r = _run(cli, *args, cwd=workspace)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert "[/oops]" in r.stdout, (args, r.stdout)
+    hostile = "\x1b[31mred\u202etxt.exe [link=http://evil.example]click[/link]"
+    assert _run(cli, "sessions", "rename", sid, hostile, cwd=workspace).returncode == 0
+    env = {"FORCE_COLOR": "1", "TERM": "xterm-256color", "COLUMNS": "250"}
+    for args in (["sessions", "list"], ["usage"], ["sessions", "show", sid]):
+        r = subprocess.run([sys.executable, "-m", "acagent", *args], cwd=workspace, capture_output=True, text=True,
+                           env={**cli.env, **env}, stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert "\x1b[31m" not in r.stdout and "\u202e" not in r.stdout and "\x1b]8;" not in r.stdout, (args, r.stdout)
+        assert "\\x1b[31mred\\u202etxt.exe" in r.stdout and "[link=http://evil.example]" in r.stdout, (args, r.stdout)
