@@ -130,6 +130,8 @@ async def _history(client: Any, since: int) -> list[Any]:
 
 async def _handle_line(client: Any, state: dict[str, Any], console: Any, text: str) -> None:
     """One typed line: the answer to the pending approval or question, else a new message."""
+    from rich.text import Text
+
     from acagent.errors import AcagentError, ApprovalNotFound, SessionBusy
 
     pending = state["approval"]
@@ -142,19 +144,21 @@ async def _handle_line(client: Any, state: dict[str, Any], console: Any, text: s
             await client.send(text)
     except ApprovalNotFound as exc:
         state["approval"] = None
-        console.print(f"[yellow]{exc.message}[/yellow]")
+        console.print(Text(exc.message, style="yellow"))
     except SessionBusy:
         console.print("[yellow]a turn is running: wait for it, or Ctrl-C to cancel it[/yellow]")
     except AcagentError as exc:
-        console.print(f"[red]{exc.message}[/red]")
+        console.print(Text(exc.message, style="red"))
 
 
 async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
     import anyio
     from rich.console import Console
+    from rich.text import Text
 
     from acagent.errors import AcagentError
     from acagent.events import Event
+    from acagent.render._safe import visible
     from acagent.store import ACTIVE
 
     console = Console(highlight=False)
@@ -185,11 +189,14 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
         if renderer is not None:
             renderer.render(event)
         else:  # pragma: no cover - fallback when acagent.render is missing
-            console.print(f"[{event.seq}] {event.type} {event.payload.get('text') or ''}")
+            console.print(Text(f"[{event.seq}] {event.type} {event.payload.get('text') or ''}"))
 
-    console.print(
-        f"[dim]attached to {client.session_id} ({row.get('status')}, {row.get('cwd')}). Type a message and press "
-        "Enter; y/n/a answers an approval; Ctrl-C cancels the turn; Ctrl-D exits.[/dim]"
+    console.print(  # Text, not markup: a cwd such as /tmp/a[/x] is a closing tag (MarkupError)
+        Text(
+            f"attached to {client.session_id} ({row.get('status')}, {visible(str(row.get('cwd')))}). Type a "
+            "message and press Enter; y/n/a answers an approval; Ctrl-C cancels the turn; Ctrl-D exits.",
+            style="dim",
+        )
     )
     # History first (committed messages instead of their deltas), then live from where it ended.
     history = await _history(client, since)
@@ -210,7 +217,7 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
                         continue  # a pending approval already drawn with the history
                     draw(event)
             except AcagentError as exc:
-                console.print(f"[red]acagent: error: {exc.message}[/red]")
+                console.print(Text(f"acagent: error: {exc.message}", style="red"))
                 exit_code = 1
             tg.cancel_scope.cancel()
 

@@ -176,12 +176,14 @@ async def _show_sessions(chat: Any) -> list[dict[str, Any]]:
     """Print this directory's sessions (numbered, ``*`` = this one) and return them."""
     from rich.text import Text
 
+    from acagent.render import visible
+
     rows = await _list(chat)
     for i, row in enumerate(rows, 1):
         mark = "*" if row["id"] == chat.opened.session_id else " "
         line = Text(f"{mark}{i:>2}  {row['id']}  ", style="bold" if mark == "*" else "")
         line.append(f"{row.get('status', '')}  ", style="dim")
-        line.append(str(row.get("title") or ""))
+        line.append(visible(str(row.get("title") or "")))  # an ESC in a title stays text
         chat.console.print(line, no_wrap=True, overflow="ellipsis", highlight=False)
     if not rows:
         chat._note("no sessions in this directory")

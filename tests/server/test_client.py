@@ -159,3 +159,16 @@ def test_daemon_info_ignores_dead_pid(tmp_path: Path) -> None:
 def test_error_envelope_maps_back(status: int, code: str, cls: type) -> None:
     exc = error_from_envelope(status, {"error": {"code": code, "message": "m", "detail": {"turn_id": "t"}}})
     assert isinstance(exc, cls) and exc.detail == {"turn_id": "t"} and exc.code == code
+
+
+def test_attach_shows_a_markup_like_cwd_as_text(start_daemon: Any, tmp_path: Path) -> None:
+    """`acagent attach` on a session whose cwd reads as rich markup (``/tmp/…/a[/x]``, a real path)
+    prints it as text: the header died with a ``MarkupError`` traceback."""
+    workspace = tmp_path / "a[" / "x]"
+    workspace.mkdir(parents=True)
+    d = start_daemon()
+    sid = d.create(workspace)["id"]
+    proc = subprocess.run([ACAGENT, "attach", sid], env={**d.env, "COLUMNS": "200"}, input="",
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"attached to {sid}" in proc.stdout and "a[/x]" in proc.stdout, proc.stdout
