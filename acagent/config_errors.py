@@ -142,6 +142,8 @@ def config_error(
         where = f" in {str(path)!r}" + (f" line {line}" if line is not None else "")
     reason = str(first["msg"]).removeprefix("Value error, ")
     shown = f" = {_show(first['input'])}" if first.get("type") != "missing" else " (missing)"
+    if loc and loc[-1] == "[key]":  # pydantic's marker for a refused dict key: name the key itself
+        loc, shown, reason = loc[:-1], "", f"unknown key ({reason})"
     return ConfigError(
         f"invalid config {key_path(loc)}{shown}{where}: {reason}",
         detail={"key": key_path(loc), "errors": exc.errors(include_url=False, include_context=False)},

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from acagent.config_errors import config_error
 from acagent.errors import ConfigError
@@ -172,7 +172,9 @@ class Settings(BaseModel):
     """``[limits]``: spend, token and turn caps (docs/limits.md)."""
     context: ContextSettings = Field(default_factory=ContextSettings)
     """``[context]``: compaction."""
-    models: dict[str, dict[str, int]] = Field(default_factory=dict)
+    models: dict[str, dict[Literal["context_window", "max_output_tokens"], PositiveInt]] = Field(
+        default_factory=dict
+    )
     """``[models."PROVIDER:NAME"]``: ``context_window`` and ``max_output_tokens`` in tokens."""
     pricing: dict[str, PriceOverride] = Field(default_factory=dict)
     """``[pricing."PROVIDER:NAME"]``: USD per million tokens, overriding the packaged price table."""

@@ -67,7 +67,7 @@ def unknown_window_message(model_id: str, compact_at: float) -> str:
     """The one-line warning about the assumed window of ``model_id`` (``compact_at``: a fraction)."""
     return (
         f"the context window of {model_id} is unknown: acagent assumes {UNKNOWN_WINDOW:,} tokens and "
-        f"compacts the context at {compact_at:.0%} of that; set [models.\"{model_id}\"] context_window "
+        f'compacts the context at {compact_at:.0%} of that; set [models."{model_id}"] context_window '
         "in config.toml to use the model's real window"
     )
 
@@ -88,7 +88,7 @@ class ModelWindow:
     known: bool = True
 
 
-def model_window(model_id: str, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> ModelWindow:
+def model_window(model_id: str, overrides: Mapping[str, Mapping[Any, Any]] | None = None) -> ModelWindow:
     """The limits of ``model_id`` (``PROVIDER:NAME``): config override, known table, or the default.
 
     A model of unknown window gets :data:`UNKNOWN_WINDOW` with ``known=False``; the caller warns

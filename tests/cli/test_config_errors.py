@@ -64,6 +64,14 @@ BAD = [
         "no_such_key = 1\n",
         ["no_such_key = 1", "line 1", "not permitted"],
     ),
+    (  # a negative window was accepted silently (every request "over" it)
+        '[models."openai:x"]\ncontext_window = -5\n',
+        ['[models."openai:x"].context_window = -5', "line 2", "greater than 0"],
+    ),
+    (  # a misspelt key was accepted silently (the window stayed unknown)
+        '[models."openai:x"]\ncontex_window = 64000\n',
+        ['[models."openai:x"].contex_window', "line 2", "unknown key", "'context_window' or 'max_output_tokens'"],
+    ),
 ]
 
 COMMANDS = [["sessions", "list"], ["run", "hi"], ["doctor"], ["usage"], ["mcp", "list"]]
