@@ -46,9 +46,14 @@ PAGE_SIZE = 1024
 _INSERT_EVENT = "INSERT INTO event (session_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?)"
 
 
+_FULL_DISK_CODES = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
+"""SQLite's answers to a full disk: SQLITE_FULL, and "disk I/O error" when the WAL index (-shm)
+cannot grow (what a command opening the journal on a disk already full gets)."""
+
+
 def _map_errors(exc: sqlite3.Error) -> JournalError:
     msg = str(exc)
-    if "full" in msg:
+    if "full" in msg or getattr(exc, "sqlite_errorname", "") in _FULL_DISK_CODES:
         return JournalError(f"the journal's disk is full ({msg}); free space and retry — nothing was written")
     if "locked" in msg or "busy" in msg:
         return JournalError(f"the journal stayed locked past the busy timeout ({msg}); retry")
