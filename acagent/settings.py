@@ -35,35 +35,36 @@ __all__ = [
 
 
 class Timing(BaseModel):
-    """Timing constants, in seconds unless the name says otherwise."""
+    """Timing constants, in seconds unless the name says otherwise: durations > 0, delays >= 0 (a
+    negative renew interval was a busy loop of renewals, a zero tool timeout killed every command)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    lease_ttl_s: float = 30.0
+    lease_ttl_s: float = Field(default=30.0, gt=0)
     """How long a session lease is valid without renewal."""
-    lease_renew_s: float = 10.0
+    lease_renew_s: float = Field(default=10.0, gt=0)
     """Interval between lease renewals; must be < lease_ttl_s / 2."""
-    llm_timeout_s: float = 300.0
+    llm_timeout_s: float = Field(default=300.0, gt=0)
     """Maximum duration of one LLM call (connect to last byte)."""
-    llm_idle_timeout_s: float = 120.0
+    llm_idle_timeout_s: float = Field(default=120.0, gt=0)
     """Maximum silence between two stream chunks (stall detection); must be < llm_timeout_s.
 
     (A step inflight without a live owner is reclaimed through the session lease: when it expires
     after ``lease_ttl_s`` without renewal, or at once when the holder's pid is dead.)"""
-    tool_timeout_s: float = 600.0
+    tool_timeout_s: float = Field(default=600.0, gt=0)
     """Default shell tool timeout."""
-    tool_redelivery_idle_s: float = 630.0
+    tool_redelivery_idle_s: float = Field(default=630.0, gt=0)
     """The run lease of a tool call (``tool_call.run_expires_at`` = start + this): recovery trusts
     the recorded process group only until it expires (afterwards the pgid may have been reused, and
     only the spawn marker identifies the call's processes); must be > tool_timeout_s."""
-    tool_kill_grace_s: float = 2.0
+    tool_kill_grace_s: float = Field(default=2.0, ge=0)
     """Grace period between SIGTERM and SIGKILL of a tool's process group."""
     step_max_attempts: int = 3
     """Maximum attempts of one LLM step (transient errors and crash recovery), then the turn fails."""
-    retry_base_delay_s: float = 0.5
+    retry_base_delay_s: float = Field(default=0.5, ge=0)
     """First retry delay; doubles per attempt (with jitter), capped at retry_max_delay_s."""
-    retry_max_delay_s: float = 20.0
-    approval_timeout_s: float | None = None
+    retry_max_delay_s: float = Field(default=20.0, ge=0)
+    approval_timeout_s: float | None = Field(default=None, gt=0)
     """Seconds an approval may stay unanswered before it resolves as timed out; None = forever."""
     busy_timeout_ms: int = 10000
     """SQLite busy_timeout per connection, in milliseconds (>= 5000)."""
@@ -83,10 +84,16 @@ class Timing(BaseModel):
         ]
         for ok, relation in rules:
             if not ok:
+                values = ", ".join(f"{name} = {getattr(self, name):g}" for name in _names(relation))
                 raise ConfigError(
-                    f"timing constants violate {relation}: {self.model_dump()}", detail={"relation": relation}
+                    f"invalid config [timing]: {relation} must hold ({values})", detail={"relation": relation}
                 )
         return self
+
+
+def _names(relation: str) -> list[str]:
+    """The setting names in a relation such as ``lease_renew_s < lease_ttl_s / 2``."""
+    return [word for word in relation.split() if word in Timing.model_fields]
 
 
 class ContextSettings(BaseModel):

@@ -129,3 +129,26 @@ def test_a_value_from_the_environment_names_its_variable(tmp_path: Path) -> None
     line = _one_line(proc)
     assert proc.returncode == 2
     assert '[timing].lease_ttl_s = "soon" from ACAGENT_TIMING_LEASE_TTL_S' in line, line
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("LEASE_RENEW_S", "-1"), ("TOOL_TIMEOUT_S", "0"), ("APPROVAL_TIMEOUT_S", "-5"), ("LLM_TIMEOUT_S", "-1")],
+)
+def test_a_timing_duration_must_be_positive(tmp_path: Path, var: str, value: str) -> None:
+    """A negative or zero duration was accepted (a negative renew interval is a busy loop of lease
+    renewals, a zero tool timeout kills every command): now the one line with its key and variable."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    proc = _acagent(home, "sessions", "list", env_extra={f"ACAGENT_TIMING_{var}": value})
+    line = _one_line(proc)
+    assert proc.returncode == 2, (proc.returncode, line)
+    assert f'[timing].{var.lower()} = "{value}" from ACAGENT_TIMING_{var}' in line and "greater than 0" in line, line
+
+
+def test_a_timing_relation_names_the_values_not_every_constant(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text("[timing]\nlease_ttl_s = 3\n")
+    line = _one_line(_acagent(home, "sessions", "list"))
+    assert "[timing]: lease_renew_s < lease_ttl_s / 2 must hold (lease_renew_s = 10, lease_ttl_s = 3)" in line, line
