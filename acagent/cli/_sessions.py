@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -269,10 +271,40 @@ def import_command(
     settings = build_settings()
     from acagent.store._import import import_transcript
 
-    async def go(journal: Any) -> Any:
-        return await import_transcript(journal, file, settings.sessions_dir)
+    with _import_progress(file) as progress:
 
-    result = run_async(lambda: _with_journal(settings, go))
+        async def go(journal: Any) -> Any:
+            return await import_transcript(journal, file, settings.sessions_dir, progress)
+
+        result = run_async(lambda: _with_journal(settings, go))
     if result.warning:
         sys.stderr.write(f"acagent: warning: {result.warning}\n")
     sys.stdout.write(f"imported session {result.session_id} ({result.events} events)\n")
+
+
+@contextlib.contextmanager
+def _import_progress(file: Path) -> Iterator[Any]:
+    """A rich progress bar on a terminal's stderr (parse, then journal) for a transcript of 4 MiB
+    or more; yields the :data:`acagent.store._import.ImportProgress` callback, or None."""
+    try:
+        big = file.stat().st_size >= 4 << 20
+    except OSError:
+        big = False  # the import itself reports an unreadable file
+    if not (big and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        tasks = {
+            "read": bar.add_task(f"reading {file.name}", total=None),
+            "journal": bar.add_task("writing the journal", total=None, start=False),
+        }
+
+        def progress(phase: str, done: int, total: int) -> None:
+            bar.start_task(tasks[phase])
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield progress

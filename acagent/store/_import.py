@@ -25,9 +25,10 @@ its last checkpoint plus the tail, like any other session.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import ValidationError
@@ -41,7 +42,11 @@ from acagent.store._protocol import ImportedSession, Journal
 from acagent.store._rows import new_session_id
 from acagent.store._transcript import TranscriptRead, TranscriptWriter, read_transcript, transcript_path
 
-__all__ = ["ImportPlan", "ImportResult", "import_transcript", "plan_import"]
+__all__ = ["ImportPlan", "ImportProgress", "ImportResult", "import_transcript", "plan_import"]
+
+ImportProgress = Callable[[Literal["read", "journal"], int, int], None]
+"""``progress(phase, done, total)`` of :func:`import_transcript`: ``read`` counts bytes of the
+file parsed, ``journal`` counts events written to the journal (called from the journal's thread)."""
 
 _TURN_END = {"turn.completed": "done", "turn.failed": "failed", "turn.interrupted": "cancelled"}
 _INTERRUPTED = (
@@ -281,14 +286,16 @@ def _why(read: TranscriptRead) -> str:
     return f" ({read.lines_skipped} damaged lines skipped)" if read.skipped else ""
 
 
-async def import_transcript(journal: Journal, file: Path, sessions_dir: Path) -> ImportResult:
-    """Import ``file`` as a session (see module docstring).
+async def import_transcript(
+    journal: Journal, file: Path, sessions_dir: Path, progress: ImportProgress | None = None
+) -> ImportResult:
+    """Import ``file`` as a session (see module docstring); ``progress`` follows the long parts.
 
     Raises:
         TranscriptError: the file is unreadable or holds no recoverable session.
     """
     try:
-        read = read_transcript(file)
+        read = read_transcript(file, None if progress is None else lambda d, t: progress("read", d, t))
     except OSError as exc:
         raise TranscriptError(f"cannot read {str(file)!r}: {exc.strerror or exc}") from exc
     plan = plan_import(read, file)
@@ -326,13 +333,23 @@ async def import_transcript(journal: Journal, file: Path, sessions_dir: Path) ->
     finally:
         writer.close()
     try:
-        await journal.import_session(session, rows)
+        await journal.import_session(session, rows if progress is None else _counted(rows, progress))
     except BaseException:
         dest.unlink(missing_ok=True)  # no transcript without its session
         raise
     if read.damaged:
         private_file(dest.with_suffix(".jsonl.corrupt")).write_bytes(b"\n".join(read.damaged) + b"\n")
     return ImportResult(session_id=plan.session_id, events=len(rows), warning=plan.warning, path=dest)
+
+
+def _counted(rows: list[Event], progress: ImportProgress) -> Iterator[Event]:
+    """``rows``, reporting ``journal`` progress every 1,000 events and at the end."""
+    total = len(rows)
+    for n, row in enumerate(rows):
+        if n % 1000 == 0:
+            progress("journal", n, total)
+        yield row
+    progress("journal", total, total)
 
 
 def _first_user_text(events: list[Event]) -> str | None:

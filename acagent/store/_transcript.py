@@ -35,7 +35,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,8 +176,11 @@ def _salvage(raw: bytes) -> tuple[list[Event], int]:
     return events, max(garbage, 0)
 
 
-def parse_transcript(data: bytes) -> TranscriptRead:
-    """Parse transcript bytes (see :func:`read_transcript`)."""
+def parse_transcript(data: bytes, progress: Callable[[int, int], None] | None = None) -> TranscriptRead:
+    """Parse transcript bytes (see :func:`read_transcript`).
+
+    ``progress(bytes parsed, total bytes)`` is called every few thousand lines and at the end.
+    """
     out = TranscriptRead(events=[])
     session_id: str | None = None
     offset = 0
@@ -187,6 +190,8 @@ def parse_transcript(data: bytes) -> TranscriptRead:
         number = index + 1
         start = offset
         offset += len(raw) + 1
+        if progress is not None and index % 4096 == 0:
+            progress(min(offset, len(data)), len(data))
         is_last = index == last_index
         if is_last and raw == b"":
             break  # the file ended with a newline
@@ -236,19 +241,21 @@ def parse_transcript(data: bytes) -> TranscriptRead:
                 out.damaged.append(raw.strip(b"\x00"))
             if is_last and not kept:
                 out.torn_tail = raw
+    if progress is not None:
+        progress(len(data), len(data))
     return out
 
 
-def read_transcript(path: Path) -> TranscriptRead:
+def read_transcript(path: Path, progress: Callable[[int, int], None] | None = None) -> TranscriptRead:
     """Read every recoverable record of a transcript (see the module docstring).
 
     Never raises for damaged content: an unreadable line is reported in
-    :attr:`TranscriptRead.skipped`, the rest is kept.
+    :attr:`TranscriptRead.skipped`, the rest is kept. ``progress``: see :func:`parse_transcript`.
 
     Raises:
         OSError: the file cannot be read.
     """
-    return parse_transcript(path.read_bytes())
+    return parse_transcript(path.read_bytes(), progress)
 
 
 def _tail_state(fd: int, size: int) -> tuple[int, bool]:
