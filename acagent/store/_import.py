@@ -40,7 +40,13 @@ from acagent.messages import MESSAGES_ADAPTER, Message
 from acagent.store._ops import CONTEXT_TYPES
 from acagent.store._protocol import ImportedSession, Journal
 from acagent.store._rows import new_session_id
-from acagent.store._transcript import TranscriptRead, TranscriptWriter, read_transcript, transcript_path
+from acagent.store._transcript import (
+    SAFE_SESSION_ID,
+    TranscriptRead,
+    TranscriptWriter,
+    read_transcript,
+    transcript_path,
+)
 
 __all__ = ["ImportPlan", "ImportProgress", "ImportResult", "import_transcript", "plan_import"]
 
@@ -299,6 +305,8 @@ async def import_transcript(
     except OSError as exc:
         raise TranscriptError(f"cannot read {str(file)!r}: {exc.strerror or exc}") from exc
     plan = plan_import(read, file)
+    if not SAFE_SESSION_ID.fullmatch(plan.session_id):  # '../../x' would name a file outside: a new id
+        plan = plan_import(read, file, session_id=new_session_id())
     try:
         await journal.get_session(plan.session_id)
         plan = plan_import(read, file, session_id=new_session_id())  # the id is taken: a new one

@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from acagent._private import private_dir, private_file
+from acagent.errors import TranscriptError
 from acagent.events import Event
 
 __all__ = [
@@ -64,8 +65,21 @@ def cwd_bucket(cwd: str) -> str:
     return f"{slug}-{hashlib.sha256(cwd.encode()).hexdigest()[:8]}"
 
 
+SAFE_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+"""What a session id may be: it names a file (``<id>.jsonl``), so no separator, dot or control."""
+
+
 def transcript_path(sessions_dir: Path, cwd: str, session_id: str) -> Path:
-    """``<sessions_dir>/<cwd bucket>/<session_id>.jsonl``."""
+    """``<sessions_dir>/<cwd bucket>/<session_id>.jsonl``.
+
+    Raises:
+        TranscriptError: ``session_id`` is not a plain name (:data:`SAFE_SESSION_ID`): an id such
+            as ``../../x`` would name a file outside the sessions directory.
+    """
+    if not SAFE_SESSION_ID.fullmatch(session_id):
+        raise TranscriptError(
+            f"session id {session_id[:80]!r} is not a plain name (letters, digits, _ and -)"
+        )
     return sessions_dir / cwd_bucket(cwd) / f"{session_id}.jsonl"
 
 

@@ -194,3 +194,26 @@ def test_a_proxy_error_page_is_one_line_error(cli: Any, mock: MockProvider, work
             extra_env={"ACAGENT_TIMING_RETRY_BASE_DELAY_S": "0.01"})
     assert r.returncode == 1 and "502 Bad Gateway" in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.parametrize("bad_id", ["../../../outside", "ses_/../../x", "ses_\x1b[31mred", "a" * 5000])
+def test_import_of_a_hostile_session_id_stays_in_the_sessions_dir(cli: Any, tmp_path: Path, bad_id: str) -> None:
+    """A transcript's session id names the transcript file: '../../../outside' wrote a file outside
+    ACAGENT_HOME and 5,000 characters was a traceback (name too long). Such an id gets a new one."""
+    work = tmp_path / "w"
+    work.mkdir()
+    records = [
+        {"seq": 1, "ts": "2026-01-01T00:00:00Z", "session_id": bad_id, "type": "session.created",
+         "payload": {"cwd": str(work)}},
+        {"seq": 2, "ts": "2026-01-01T00:00:01Z", "session_id": bad_id, "type": "user.message",
+         "payload": {"text": "hi"}},
+    ]  # fmt: skip
+    source = tmp_path / "in" / "t.jsonl"
+    source.parent.mkdir()
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    r = cli("import", str(source))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    (row,) = json.loads(cli("sessions", "list", "--all", "--json", check=True).stdout)
+    assert row["id"].startswith("ses_") and row["id"] != bad_id and row["id"] in r.stdout
+    written = [p for p in tmp_path.rglob("*.jsonl") if p != source]
+    assert written == [next((cli.home / "sessions").rglob(f"{row['id']}.jsonl"))], written
