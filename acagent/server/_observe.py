@@ -33,6 +33,14 @@ def check_session_limits(limits: dict[str, float] | None) -> dict[str, float]:
     try:
         Limits().for_session(limits)
     except ValueError as exc:
+        errors = getattr(exc, "errors", None)  # a pydantic ValidationError: name the field
+        if callable(errors) and errors():
+            first = errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            raise UserError(
+                f"invalid limits.{where} = {first.get('input')!r}: {first.get('msg')}",
+                detail={"key": f"limits.{where}"},
+            ) from None
         raise UserError(f"invalid limits: {str(exc).splitlines()[0]}") from None
     return dict(limits)
 

@@ -9,6 +9,9 @@ def test_session_limits_refuse_a_message_with_429_budget_exceeded(start_daemon, 
     d = start_daemon("--yes")
     bad = d.http.post("/v1/sessions", json={"cwd": str(workspace), "limits": {"daily_usd": 1}})
     assert bad.status_code == 400 and "daily_usd" in bad.json()["error"]["message"]
+    negative = d.http.post("/v1/sessions", json={"cwd": str(workspace), "limits": {"session_usd": -1}})
+    message = negative.json()["error"]["message"]  # was "invalid limits: 1 validation error for Limits"
+    assert negative.status_code == 400 and "limits.session_usd = -1" in message and "greater than" in message
     sid = d.http.post("/v1/sessions", json={"cwd": str(workspace), "limits": {"session_turns": 1}}).json()[
         "id"
     ]
