@@ -246,7 +246,7 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
 
     try:
         run_async(lambda: _with_journal(settings, go))
-    except (SystemExit, KeyboardInterrupt):
+    except (SystemExit, KeyboardInterrupt, typer.Exit):  # typer.Exit: run_async already said it
         raise
     except BaseException as exc:
         if _holds(exc, lambda e: isinstance(e, BrokenPipeError)):

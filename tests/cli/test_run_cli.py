@@ -68,6 +68,8 @@ def test_unknown_session_id_is_one_line_error(cli: Any, workspace: Path) -> None
     assert r.stderr.count("\n") == 1 and "ses_doesnotexist" in r.stderr and "Traceback" not in r.stderr
     r = cli("sessions", "show", "ses_doesnotexist", cwd=workspace)
     assert r.returncode != 0 and "Traceback" not in r.stderr
+    r = cli("export", "ses_doesnotexist", cwd=workspace)  # it added "export ... failed after 0 events: Exit: 1"
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "matches no session" in r.stderr, r.stderr
 
 
 def test_unreachable_base_url_fails_cleanly(cli: Any, workspace: Path) -> None:
