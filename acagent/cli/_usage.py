@@ -28,8 +28,8 @@ def parse_since(value: str | None) -> str | None:
         return today.isoformat()
     if v == "yesterday":
         return (today - timedelta(days=1)).isoformat()
-    if v.endswith("d") and v[:-1].isdigit():
-        return (today - timedelta(days=int(v[:-1]))).isoformat()
+    if v.endswith("d") and v[:-1].isdigit():  # more days than the calendar holds: from its start
+        return (today - timedelta(days=min(int(v[:-1]), (today - date.min).days))).isoformat()
     try:
         return date.fromisoformat(v).isoformat()
     except ValueError:

@@ -262,5 +262,7 @@ def test_usage_cli_json_matches_the_journal(cli, tmp_path: Path) -> None:
     assert by_day["rows"][0]["day"] == local_day()
     bad = cli("usage", "--since", "last tuesday")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--since" in bad.stderr
+    far = cli("usage", "--json", "--since", "99999999d")  # was an OverflowError traceback: from the start
+    assert far.returncode == 0 and json.loads(far.stdout)["total"]["calls"] == 2, far.stderr
     text = cli("usage", check=True).stdout
     assert "seeded" in text and "$0.6500" in text
