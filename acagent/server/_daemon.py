@@ -37,7 +37,7 @@ import anyio
 
 from acagent._private import private_dir
 from acagent.errors import DaemonRunning, UserError
-from acagent.server._limits import ConnectionTracker, Limits
+from acagent.server._limits import ConnectionTracker, Limits, raise_open_files_limit
 from acagent.server._uvicorn import make_server
 from acagent.settings import Settings
 
@@ -225,6 +225,7 @@ async def serve(
     from acagent.store._select import open_journal
 
     check_bind(options.host, options.allow_remote)
+    raise_open_files_limit()  # so max_connections_per_client, not EMFILE, bounds a flood
     home = settings.home
     _refuse_if_running(home)
     token = ensure_token(home)

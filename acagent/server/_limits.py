@@ -20,6 +20,7 @@ dependency for per-request rate limiting, which is not what is limited here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
@@ -38,6 +39,7 @@ __all__ = [
     "envelope_bytes",
     "header_timeout_response",
     "header_too_large_response",
+    "raise_open_files_limit",
     "request_head_bytes",
 ]
 
@@ -201,6 +203,25 @@ def header_too_large_response(limits: Limits, received: int) -> bytes:
         {"limit_bytes": limits.max_header_bytes, "received_bytes": received},
     )
     return raw_response(431, "Request Header Fields Too Large", body)
+
+
+def raise_open_files_limit(ceiling: int = 65536) -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (at most ``ceiling``); return the new soft limit.
+
+    The usual soft limit (1,024) is no higher than ``max_connections_per_client``: a connection
+    flood made ``accept()`` fail with EMFILE (one asyncio traceback per attempt in the log) before
+    the cap could answer ``429 too_many_connections``. What the hard limit allows is the user's
+    own choice, so only the soft one is raised (as Go's runtime does for every program).
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = ceiling if hard == resource.RLIM_INFINITY else min(hard, ceiling)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return target
+    return soft
 
 
 _HEAD_END = re.compile(b"\n\r?\n")  # where h11 ends a request head (it accepts bare LF too)

@@ -339,3 +339,34 @@ async def test_idle_attachers_cost_no_cpu_f32(start_daemon: Any, workspace: Path
     finally:
         for c in conns:
             await c.close()
+
+
+def test_a_low_open_files_limit_does_not_undercut_the_connection_cap(
+    tmp_path_factory: pytest.TempPathFactory, mock: MockProvider
+) -> None:
+    """Started with the common soft RLIMIT_NOFILE below the per-client cap, the daemon raises it:
+    a flood gets ``429 too_many_connections`` at the cap, not EMFILE from ``accept()`` (which
+    logged one traceback per attempt while the cap never answered)."""
+    import resource
+
+    home = tmp_path_factory.mktemp("fdhome")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"the hard open-files limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))  # inherited by the daemon
+    try:
+        d = Daemon(home=home, env=daemon_env(home, mock), args=["--limit", "max_connections_per_client=300"]).start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    held: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            held.append(socket.create_connection(("127.0.0.1", d.port)))
+        with socket.create_connection(("127.0.0.1", d.port)) as extra:
+            out, _ = _recv_until_closed(extra, 10)
+        assert status(out) == 429 and _body(out)["error"]["code"] == "too_many_connections", out
+        assert "Too many open files" not in "".join(d.stderr_lines)
+    finally:
+        for s in held:
+            s.close()
+        d.terminate(15)
