@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -54,6 +56,7 @@ __all__ = [
     "Guard",
     "GuardConfig",
     "Refusal",
+    "RefusedHandshakeLogFilter",
     "check_host",
     "check_origin",
     "cookie_value",
@@ -290,12 +293,34 @@ def evaluate(scope: Scope, config: GuardConfig) -> Refusal | None:
     return None
 
 
+REFUSED_HANDSHAKE: ContextVar[bool] = ContextVar("acagent_refused_handshake", default=False)
+"""True in the task of a WebSocket handshake this guard answered with a refusal (see
+:class:`RefusedHandshakeLogFilter`)."""
+
+
+class RefusedHandshakeLogFilter(logging.Filter):
+    """Drops uvicorn's "ASGI callable returned without completing handshake." for a refusal.
+
+    uvicorn's websockets-sansio protocol logs that line at ERROR after any app that answered a
+    handshake through the denial-response extension (our 401/403/429), so every refused client
+    could add an ERROR line to the daemon's log. The line is dropped only in the task whose
+    handshake :func:`send_refusal` refused; for any other handshake it still shows (a real fault).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            REFUSED_HANDSHAKE.get()
+            and str(record.msg).startswith("ASGI callable returned without completing")
+        )
+
+
 async def send_refusal(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:
     """Answer ``refusal`` as a plain HTTP response (also for a WebSocket handshake: never a 101)."""
     if scope["type"] == "websocket":
         message = await receive()
         if message.get("type") != "websocket.connect":
             return
+        REFUSED_HANDSHAKE.set(True)  # the same task logs uvicorn's line after the app returns
         if "websocket.http.response" in scope.get("extensions", {}):
             await send(
                 {

@@ -3,6 +3,7 @@ own signal handling (:func:`~acagent.server._daemon.serve` owns SIGTERM/SIGINT).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -165,4 +166,9 @@ def make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
         server_header=False,
         proxy_headers=False,
     )
+    from acagent.server._security import RefusedHandshakeLogFilter
+
+    error_log = logging.getLogger("uvicorn.error")  # after Config: it configures uvicorn's loggers
+    if not any(isinstance(f, RefusedHandshakeLogFilter) for f in error_log.filters):
+        error_log.addFilter(RefusedHandshakeLogFilter())
     return _Server(config)

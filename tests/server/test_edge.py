@@ -34,8 +34,28 @@ def _connect(d: Daemon, data: bytes) -> socket.socket:
 def _log_problems(d: Daemon) -> list[str]:
     text = "".join(d.stderr_lines)
     return [
-        line for line in text.splitlines() if "Traceback" in line or " ERROR " in line or "Exception" in line
+        line
+        for line in text.splitlines()
+        if "Traceback" in line or " ERROR " in line or line.startswith("ERROR:") or "Exception" in line
     ]
+
+
+def test_refused_handshakes_add_no_error_lines_to_the_log(start_daemon: Any, workspace: Path) -> None:
+    """Before: uvicorn logged "ERROR: ASGI callable returned without completing handshake." for
+    every WebSocket handshake the guard refused (401/403), so any client could fill the log."""
+    d = start_daemon()
+    sid = d.create(workspace)["id"]
+    host = f"127.0.0.1:{d.port}"
+    path = f"/v1/sessions/{sid}/attach?since=0"
+    for headers in ([], [("Authorization", "Bearer wrong")], [("Origin", "http://evil.example")]):
+        for _ in range(3):
+            s = _connect(d, ws(path, host, None, headers))
+            answer = s.recv(4096)
+            s.close()
+            assert answer.startswith((b"HTTP/1.1 401", b"HTTP/1.1 403")), answer[:80]
+    time.sleep(0.5)
+    assert d.terminate() == 0
+    assert _log_problems(d) == [], "".join(d.stderr_lines)[-4000:]
 
 
 def test_abandoned_streams_and_handshakes_log_no_traceback(start_daemon: Any, workspace: Path) -> None:
