@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -178,10 +179,8 @@ def check_history(messages: Sequence[Message]) -> list[Message]:
             a tool result that answers no call of the previous assistant message (or answers one
             twice), a tool call id used twice.
     """
-    out: list[Message] = []
-    changed = False
-    seen: set[str] = set()
-    i = 0
+    start, out, seen = _valid_prefix(messages)
+    changed, i = False, start
     while i < len(messages):
         msg = messages[i]
         if all(isinstance(p, TextPart) and not p.text for p in msg.parts):
@@ -214,4 +213,36 @@ def check_history(messages: Sequence[Message]) -> list[Message]:
                 _fail(i, "tool results that follow no assistant tool call")
             out.append(msg)
         i += 1
-    return out if changed else list(messages)
+    if changed:
+        return out
+    _remember(messages, seen)
+    return list(messages)
+
+
+_VALID: OrderedDict[int, tuple[tuple[Message, ...], frozenset[str]]] = OrderedDict()
+"""Histories that needed no repair, by ``id`` of their first message (a few sessions' worth):
+the runner sends the same message objects again plus new ones, so only the new ones are checked
+(O(new messages) per request instead of O(history), the same result: the check at a message
+depends only on the messages before it, and a history that needed no repair has no open call)."""
+_VALID_SIZE = 64
+
+
+def _valid_prefix(messages: Sequence[Message]) -> tuple[int, list[Message], set[str]]:
+    """``(index to check from, the checked messages, their tool call ids)`` (0, [], {} if none)."""
+    if messages:
+        hit = _VALID.get(id(messages[0]))
+        if hit is not None:
+            prefix, seen = hit
+            n = len(prefix)
+            if n <= len(messages) and all(a is b for a, b in zip(prefix, messages, strict=False)):
+                _VALID.move_to_end(id(messages[0]))
+                return n, list(prefix), set(seen)
+    return 0, [], set()
+
+
+def _remember(messages: Sequence[Message], seen: set[str]) -> None:
+    if messages:
+        _VALID[id(messages[0])] = (tuple(messages), frozenset(seen))
+        _VALID.move_to_end(id(messages[0]))
+        while len(_VALID) > _VALID_SIZE:
+            _VALID.popitem(last=False)

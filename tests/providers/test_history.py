@@ -6,6 +6,8 @@ byte is sent. The strict mock provider is the referee: a repaired history is acc
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from acagent.errors import InvalidHistory
@@ -104,3 +106,41 @@ async def test_the_strict_mock_accepts_a_repaired_request(
     sent = [m for m in mock.requests[-1].json["messages"] if m["role"] != "system"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
     assert sent[2]["tool_call_id"] == "call_A" and "interrupted" in sent[2]["content"]
+
+
+def test_a_grown_history_is_checked_from_where_the_last_check_ended(monkeypatch: Any) -> None:
+    """The runner sends the same message objects plus new ones: only the new ones are checked
+    (the per-request check stays O(new messages)), with the same result as a full check."""
+    import acagent.messages as m
+
+    def turn(n: int) -> list[Message]:
+        call = ToolCallPart(tool_call_id=f"c{n}", name="shell", arguments={"command": "ls"})
+        return [
+            Message(role="user", parts=[TextPart(text=f"q{n}")]),
+            Message(role="assistant", parts=[call]),
+            Message(role="user", parts=[ToolResultPart(tool_call_id=f"c{n}", name="shell", content="ok")]),
+            Message(role="assistant", parts=[TextPart(text=f"a{n}")]),
+        ]
+
+    history = [msg for n in range(50) for msg in turn(n)]
+    assert check_history(history) == history
+    looked: list[int] = []
+    real_all = all
+
+    def counting_all(it: Any) -> bool:  # the empty-message test runs once per examined message
+        looked.append(1)
+        return real_all(it)
+
+    monkeypatch.setattr(m, "all", counting_all, raising=False)
+    grown = [*history, *turn(50)]
+    assert check_history(grown) == grown
+    assert len(looked) <= 4 + 1  # the 4 new messages (+ the identity check of the prefix)
+    # the same answers as a check with no memory, including a repair after the prefix
+    broken = [*history, Message(role="user", parts=[TextPart(text="again")])]
+    m._VALID.clear()
+    full = check_history(broken)
+    check_history(history)
+    assert check_history(broken) == full and full[-1].parts[-1].text == "again"
+    reused = [*history, *turn(3)]  # a call id of the prefix used again
+    with pytest.raises(InvalidHistory):
+        check_history(reused)
