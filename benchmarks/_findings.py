@@ -117,6 +117,18 @@ under 1 ms of loop CPU per turn (or several processes sharing the sessions); tod
 **Finding (figure 5, memory).** See the tracemalloc list above: the resident set is mostly imported code, not
 sessions (an empty journal costs the same). Keep heavy imports lazy in `acagent/runner` and `acagent/tools`.
 """,
+    "openai CPU per call flat in history": """
+**Finding (figure 8).** What still grows with history is the request body itself: at 500 turns it is ≈ 2 MB,
+and joining the cached per-message encodings (`bytes.join`) and writing them to the socket cost the loop
+thread ≈ 4 ms (cProfile of 8 calls at 500 turns: `socket.send` and `bytes.join` lead the timed part; every
+other step is O(new messages)). The ratio rose from 1.67× / 1.36× (SDK wire) to ≈ 2.4× mostly because the
+10-turn call got cheaper with httpx (≈ 3 ms); the SDK's `create(**params)` costs ≈ 0.5 s at 500 turns. Outside
+the timed part (requests are built before timing) `check_history` was O(history) per request, ≈ 7–8 ms at 500
+turns; it is O(new messages) since 984b6c4. The argument-assembly figure includes decoding each event's JSON
+(≈ 10 µs per fragment): a fix is to read a fragment's `arguments` without building the whole chunk dict. Fixes
+for the body: send it as a chunked iterator of the cached parts (no join), or keep the joined prefix between
+calls.
+""",
     "one-shot CPU ≤ Codex's": """
 **Finding (section P).** Sampled on CPU time (`ITIMER_PROF`, main thread, 3 runs of `acagent run --yes --json`
 against the mock), what is left is import and class-building work, not the turn (`AgenticLoop.run_turn` ≈ 4 % of the
@@ -124,7 +136,8 @@ samples):
 
 - typer 0.29 builds a pydantic `TypeAdapter` for every parameter of the invoked command when it parses argv
   (`typer/core.py get_runtime_param` → `typer/_adapters.py`), ~28 % of the samples including the pydantic import
-  it triggers (`run` has ten options; ~9 ms per adapter on this machine);
+  it triggers; but measured alone once pydantic is imported (it is anyway, for the events), parsing `run`'s argv
+  costs ≈ 8 ms with typer 0.29 against ≈ 5 ms with 0.28, so pinning typer was tried and dropped;
 - pydantic model classes built at import (`acagent/events.py`, `acagent/settings.py` + `acagent/usage/_caps.py`,
   the tools' argument models, `acagent/mcp/_config.py`): `_model_construction.__new__` ≈ 12 %;
 - `@dataclass` code generation (`dataclasses._process_class` ≈ 17 %: `store/_ops.py`, `providers/_base.py`,
