@@ -221,9 +221,10 @@ def check_history(messages: Sequence[Message]) -> list[Message]:
 
 _VALID: OrderedDict[int, tuple[tuple[Message, ...], frozenset[str]]] = OrderedDict()
 """Histories that needed no repair, by ``id`` of their first message (a few sessions' worth):
-the runner sends the same message objects again plus new ones, so only the new ones are checked
-(O(new messages) per request instead of O(history), the same result: the check at a message
-depends only on the messages before it, and a history that needed no repair has no open call)."""
+the runner sends the same message objects again plus new ones, so only the new ones go through
+the checks (the known prefix is matched by identity, a cheap pass; before, every message was
+checked on every request: ≈ 7–8 ms at 500 turns). The result is the same: the check at a message
+depends only on the messages before it, and a history that needed no repair has no open call."""
 _VALID_SIZE = 64
 
 
