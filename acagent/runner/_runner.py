@@ -34,6 +34,7 @@ import anyio
 from acagent._pids import pid_is_dead
 from acagent.errors import (
     AcagentError,
+    CompactionFailed,
     InvalidTransition,
     SessionBusy,
     StaleLease,
@@ -41,6 +42,7 @@ from acagent.errors import (
     TurnHalted,
     UserError,
 )
+from acagent.events import make_payload
 from acagent.obs import span
 from acagent.providers._base import ToolDefinition
 from acagent.runner._budget import budget_for
@@ -349,7 +351,15 @@ class InProcessRunner(CancelPaths, SessionPorts):
                 )
             turn = self._new_turn(f"compact_{uuid.uuid4().hex[:12]}")
             self.turn, self.state = turn, RunnerState.RUNNING
-            return await compact_now(turn)  # every turn but the last is summarised
+            try:
+                return await compact_now(turn)  # every turn but the last is summarised
+            except CompactionFailed as exc:
+                # A caller that got its 202 (HTTP) learns why from the stream, not only the log.
+                failure = make_payload(
+                    "error", turn_id=turn.turn_id, code=exc.code, message=exc.message, detail=exc.detail
+                )
+                await self.writer.commit([("error", failure)])
+                raise
         finally:
             await self._release()
 

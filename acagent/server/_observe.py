@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import BackgroundTasks, FastAPI, Response
 
-from acagent.errors import AcagentError, UserError
+from acagent.errors import AcagentError, CompactionFailed, UserError
 from acagent.obs import enable_metrics
 from acagent.usage import Limits
 
@@ -46,7 +46,11 @@ def check_session_limits(limits: dict[str, float] | None) -> dict[str, float]:
 
 
 def add_compact_route(app: FastAPI, state: Any) -> None:
-    """Register ``POST /v1/sessions/{id}/compact`` → 202; the compaction runs in the background."""
+    """Register ``POST /v1/sessions/{id}/compact`` → 202; the compaction runs in the background.
+
+    An empty session gets 422 ``context_too_large`` at once; a compaction that fails later is an
+    ``error`` event in the session's stream (and a log line).
+    """
 
     async def run(session_id: str) -> None:
         try:
@@ -59,6 +63,9 @@ def add_compact_route(app: FastAPI, state: Any) -> None:
         """Summarise the session's older turns now (409 session_busy while a turn runs)."""
         runner = await state.registry.get_runner(session_id)
         runner.check_free(finishing_is_free=False)
+        row = await state.registry.journal.get_session(session_id)
+        if row is None or row.last_message is None:  # answered now: a 202 would hide it in the stream
+            raise CompactionFailed(f"session {session_id} has no history to compact yet")
         background.add_task(run, session_id)
         return {"session_id": session_id, "status": "compacting"}
 

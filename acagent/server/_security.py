@@ -298,6 +298,22 @@ REFUSED_HANDSHAKE: ContextVar[bool] = ContextVar("acagent_refused_handshake", de
 :class:`RefusedHandshakeLogFilter`)."""
 
 
+CLIENT_FAULT_LINES = ("Invalid HTTP request received.", "Unsupported upgrade request.")
+"""uvicorn's WARNING lines for a malformed request; the client already got a 400 (or plain HTTP)."""
+
+
+class ClientFaultLogFilter(logging.Filter):
+    """Drops uvicorn's warnings about a client's malformed request (:data:`CLIENT_FAULT_LINES`).
+
+    Any local process can send bytes to the daemon's port, so a line per bad request would let it
+    fill the daemon's log (the same class as F102). The client gets the 400 error envelope; the
+    daemon's log keeps only faults of its own.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return str(record.msg) not in CLIENT_FAULT_LINES
+
+
 class RefusedHandshakeLogFilter(logging.Filter):
     """Drops uvicorn's "ASGI callable returned without completing handshake." for a refusal.
 

@@ -166,9 +166,10 @@ def make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
         server_header=False,
         proxy_headers=False,
     )
-    from acagent.server._security import RefusedHandshakeLogFilter
+    from acagent.server._security import ClientFaultLogFilter, RefusedHandshakeLogFilter
 
     error_log = logging.getLogger("uvicorn.error")  # after Config: it configures uvicorn's loggers
-    if not any(isinstance(f, RefusedHandshakeLogFilter) for f in error_log.filters):
-        error_log.addFilter(RefusedHandshakeLogFilter())
+    for kind in (RefusedHandshakeLogFilter, ClientFaultLogFilter):
+        if not any(isinstance(f, kind) for f in error_log.filters):
+            error_log.addFilter(kind())
     return _Server(config)

@@ -40,3 +40,23 @@ def test_compact_route_answers_202_and_journals_one_compaction(start_daemon, wor
     assert d.http.post("/v1/sessions/ses_nope/compact").status_code == 404
     assert d.send(sid, "say after").status_code == 202  # the session goes on from the summary
     d.wait_status(sid, ("done",), timeout=30)
+
+
+def test_compact_of_an_empty_session_is_refused_at_once_and_a_late_failure_is_in_the_stream(
+    start_daemon, workspace: Path
+) -> None:
+    d = start_daemon("--yes")
+    sid = d.create(workspace)["id"]
+    resp = d.http.post(f"/v1/sessions/{sid}/compact")  # nothing was said yet: no 202 that fails in the log
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "context_too_large"
+    assert "no history" in resp.json()["error"]["message"]
+    assert d.send(sid, "say only turn").status_code == 202
+    d.wait_status(sid, ("done",), timeout=30)
+    assert d.http.post(f"/v1/sessions/{sid}/compact").status_code == 202  # one turn: nothing older
+    failure = d.wait_event(
+        sid, lambda e: e["type"] == "error" and e["payload"]["code"] == "context_too_large"
+    )
+    assert "nothing older" in failure["payload"]["message"]
+    assert d.session(sid)["status"] == "done"
+    assert d.send(sid, "say after").status_code == 202  # the session goes on
+    d.wait_status(sid, ("done",), timeout=30)

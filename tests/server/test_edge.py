@@ -58,6 +58,25 @@ def test_refused_handshakes_add_no_error_lines_to_the_log(start_daemon: Any, wor
     assert _log_problems(d) == [], "".join(d.stderr_lines)[-4000:]
 
 
+def test_malformed_requests_add_no_lines_to_the_log(start_daemon: Any) -> None:
+    """Before: uvicorn logged "WARNING: Invalid HTTP request received." for every request h11
+    could not parse, so any local process could fill the daemon's log with garbage requests."""
+    d = start_daemon()
+    for junk in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n", b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n"):
+        for _ in range(5):
+            s = _connect(d, junk)
+            answer = b""
+            while chunk := s.recv(4096):  # the daemon closes after its 400
+                answer += chunk
+            s.close()
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+            assert b'"bad_request"' in answer
+    time.sleep(0.5)
+    assert d.terminate() == 0
+    text = "".join(d.stderr_lines)
+    assert "Invalid HTTP request" not in text and "uvicorn" not in text.lower(), text[-4000:]
+
+
 def test_abandoned_streams_and_handshakes_log_no_traceback(start_daemon: Any, workspace: Path) -> None:
     d = start_daemon()
     sid = d.create(workspace)["id"]
