@@ -149,8 +149,8 @@ def _limits(
     try:
         limits = Limits().with_overrides(pairs)
         check_bind(host, allow_remote)
-    except ValueError as exc:
-        fail(str(exc))
+    except ValueError as exc:  # a usage error, like any bad option: exit 2
+        fail(str(exc), 2)
     except AcagentError as exc:
         fail(exc.message)
     return limits

@@ -104,6 +104,10 @@ def cursor_ahead(session_id: str, since: Any, last_seq: Any) -> E.CursorAhead:
     )
 
 
+RETRIES = 2
+"""Retries of a request sent with an ``Idempotency-Key`` (:meth:`RemoteSessionClient.request`)."""
+
+
 @contextmanager
 def _map_http() -> Iterator[None]:
     try:
@@ -150,15 +154,32 @@ class RemoteSessionClient:
     def _headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.token}"}
 
-    async def request(self, method: str, path: str, **kw: Any) -> Any:
+    async def request(self, method: str, path: str, *, idempotent: bool = False, **kw: Any) -> Any:
         """One API call; returns the decoded JSON answer.
+
+        ``idempotent``: the request carries a fresh ``Idempotency-Key`` and is retried with the
+        same key (up to :data:`RETRIES` more times, 0.5 s then 1 s apart, re-reading
+        ``daemon.json`` in case the daemon restarted) when the daemon could not be reached or its
+        answer was lost: the daemon answers a retry with the first answer, so a lost answer never
+        starts a second turn.
 
         Raises:
             AcagentError: the daemon's error envelope, mapped by ``code``.
             DaemonUnavailable: the daemon cannot be reached.
         """
-        with _map_http():
-            resp = await self.http.request(method, self.info.url + path, headers=self._headers(), **kw)
+        headers = self._headers()
+        if idempotent:
+            headers["idempotency-key"] = f"cli-{os.urandom(12).hex()}"
+        for attempt in range(RETRIES + 1 if idempotent else 1):
+            try:
+                with _map_http():
+                    resp = await self.http.request(method, self.info.url + path, headers=headers, **kw)
+                break
+            except DaemonUnavailable:
+                if attempt >= RETRIES or not idempotent:
+                    raise
+                await anyio.sleep(0.5 * 2**attempt)
+                self._refresh_info()
         try:
             body = resp.json()
         except ValueError:
@@ -183,13 +204,15 @@ class RemoteSessionClient:
                 f"session {self.session_id} has no interrupted turn to finish (it is {snap.get('status')!r})"
             )
         body = {"text": text, "auto_approve": self.auto_approve}
-        data = await self.request("POST", f"/v1/sessions/{self.session_id}/messages", json=body)
+        data = await self.request(
+            "POST", f"/v1/sessions/{self.session_id}/messages", json=body, idempotent=True
+        )
         return str(data["turn_id"])
 
     async def cancel(self, *, turn_id: str | None = None) -> None:
         """See :meth:`SessionClient.cancel`."""
         body = {"turn_id": turn_id} if turn_id else None
-        await self.request("POST", f"/v1/sessions/{self.session_id}/cancel", json=body)
+        await self.request("POST", f"/v1/sessions/{self.session_id}/cancel", json=body, idempotent=True)
 
     async def answer(self, tool_call_id: str, decision: str, *, answer: str | None = None) -> None:
         """See :meth:`SessionClient.answer`."""
@@ -199,7 +222,10 @@ class RemoteSessionClient:
         from urllib.parse import quote
 
         await self.request(
-            "POST", f"/v1/sessions/{self.session_id}/approvals/{quote(tool_call_id, safe='')}", json=body
+            "POST",
+            f"/v1/sessions/{self.session_id}/approvals/{quote(tool_call_id, safe='')}",
+            json=body,
+            idempotent=True,
         )
 
     async def snapshot(self) -> dict[str, Any]:

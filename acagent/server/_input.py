@@ -27,12 +27,17 @@ async def submit(
     state: DaemonState, kind: str, session_id: str, body: dict[str, Any], key: str | None = None
 ) -> dict[str, Any]:
     """Apply ``kind`` input (``message``, ``approval``, ``cancel``) — through the cluster's inbox
-    when there is one (``key``: the client's ``Idempotency-Key``), else here."""
+    when there is one, else here. ``key`` (the client's ``Idempotency-Key``): a retry gets the
+    first answer, on both paths."""
     if kind == "message" and not state.accepting:
         raise DaemonStopping("the daemon is shutting down; retry when it is back")
     if state.inbox is not None:
         result: dict[str, Any] = await state.inbox.post(kind, session_id, body, key)
         return result
+    if key is not None:  # a retry gets the first answer (never a second turn)
+        return await state.idempotency.apply(
+            (session_id, kind, key), functools.partial(_LOCAL[kind], state, session_id, body)
+        )
     return await _LOCAL[kind](state, session_id, body)
 
 

@@ -71,6 +71,9 @@ class Limits:
         close_grace_s: how long a close frame / final SSE event may wait for a stalled peer.
         reaper_tick_s: how often the one reaper task checks every stream (evictions, send
             deadlines, keep-alives): the only periodic per-connection work.
+        idempotency_keys: ``Idempotency-Key`` answers a single daemon keeps (the oldest is
+            dropped beyond it; :mod:`acagent.server._idempotency`).
+        idempotency_ttl_s: how long such an answer is kept.
     """
 
     header_timeout_s: float = 10.0
@@ -87,6 +90,8 @@ class Limits:
     keepalive_s: float = 15.0
     close_grace_s: float = 30.0
     reaper_tick_s: float = 0.25
+    idempotency_keys: int = 10_000
+    idempotency_ttl_s: float = 24 * 3600.0
 
     def with_overrides(self, pairs: Iterable[str]) -> Limits:
         """A copy with ``NAME=VALUE`` overrides (``--limit``), each converted to the field's type.

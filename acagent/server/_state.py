@@ -13,6 +13,7 @@ import anyio
 
 from acagent.events import Event
 from acagent.runner import SessionRegistry
+from acagent.server._idempotency import IdempotencyCache
 from acagent.server._limits import ConnectionTracker, Limits
 from acagent.server._reaper import Reaper, StreamConn
 from acagent.server._security import GuardConfig
@@ -49,8 +50,12 @@ class DaemonState:
     evictions: int = 0
     send_timeouts: int = 0
 
+    idempotency: IdempotencyCache = field(init=False)
+    """First answers by ``Idempotency-Key`` (single daemon; the cluster uses its inbox)."""
+
     def __post_init__(self) -> None:
         self.reaper = Reaper(self.limits)
+        self.idempotency = IdempotencyCache(self.limits.idempotency_keys, self.limits.idempotency_ttl_s)
 
     @property
     def streams(self) -> Limits:

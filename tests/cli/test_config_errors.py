@@ -70,7 +70,12 @@ BAD = [
     ),
     (  # a misspelt key was accepted silently (the window stayed unknown)
         '[models."openai:x"]\ncontex_window = 64000\n',
-        ['[models."openai:x"].contex_window', "line 2", "unknown key", "'context_window' or 'max_output_tokens'"],
+        [
+            '[models."openai:x"].contex_window',
+            "line 2",
+            "unknown key",
+            "'context_window' or 'max_output_tokens'",
+        ],
     ),
 ]
 
@@ -143,7 +148,9 @@ def test_a_timing_duration_must_be_positive(tmp_path: Path, var: str, value: str
     proc = _acagent(home, "sessions", "list", env_extra={f"ACAGENT_TIMING_{var}": value})
     line = _one_line(proc)
     assert proc.returncode == 2, (proc.returncode, line)
-    assert f'[timing].{var.lower()} = "{value}" from ACAGENT_TIMING_{var}' in line and "greater than 0" in line, line
+    assert (
+        f'[timing].{var.lower()} = "{value}" from ACAGENT_TIMING_{var}' in line and "greater than 0" in line
+    ), line
 
 
 def test_a_timing_relation_names_the_values_not_every_constant(tmp_path: Path) -> None:
@@ -151,4 +158,17 @@ def test_a_timing_relation_names_the_values_not_every_constant(tmp_path: Path) -
     home.mkdir(mode=0o700)
     (home / "config.toml").write_text("[timing]\nlease_ttl_s = 3\n")
     line = _one_line(_acagent(home, "sessions", "list"))
-    assert "[timing]: lease_renew_s < lease_ttl_s / 2 must hold (lease_renew_s = 10, lease_ttl_s = 3)" in line, line
+    assert (
+        "[timing]: lease_renew_s < lease_ttl_s / 2 must hold (lease_renew_s = 10, lease_ttl_s = 3)" in line
+    ), line
+
+
+@pytest.mark.parametrize("pair", ["bad=1", "max_body_bytes", "max_body_bytes=lots", "ws_burst=0"])
+def test_a_bad_serve_limit_is_a_usage_error(tmp_path: Path, pair: str) -> None:
+    """``serve --limit bad=1`` printed its line but exited 1, like a runtime failure; a bad option is 2."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    proc = _acagent(home, "serve", "--limit", pair)
+    line = _one_line(proc)
+    assert proc.returncode == 2, (proc.returncode, line)
+    assert line.startswith("acagent: error: --limit "), line

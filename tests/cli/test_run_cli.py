@@ -17,8 +17,9 @@ def _base(mock: MockProvider, provider: str) -> str:
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_run_tool_then_continue_sends_whole_history(cli: Any, mock: MockProvider, workspace: Path,
-                                                    provider: str) -> None:
+def test_run_tool_then_continue_sends_whole_history(
+    cli: Any, mock: MockProvider, workspace: Path, provider: str
+) -> None:
     """run --yes makes the model call shell (the file exists), --continue sends everything back."""
     command = "echo hi > made.txt && echo made"
     if provider == "openai":
@@ -31,13 +32,28 @@ def test_run_tool_then_continue_sends_whole_history(cli: Any, mock: MockProvider
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Created made.txt.\n"
     assert (workspace / "made.txt").read_text() == "hi\n"
-    r = cli("run", "--continue", "--model", f"{provider}:mock", "--base-url", base, "does it exist?", cwd=workspace)
+    r = cli(
+        "run",
+        "--continue",
+        "--model",
+        f"{provider}:mock",
+        "--base-url",
+        base,
+        "does it exist?",
+        cwd=workspace,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Yes, it exists.\n"
     assert [q.status for q in mock.requests] == [200, 200, 200]
     assert all(q.headers.get("idempotency-key", "").startswith("ses_") for q in mock.requests)
     body = json.dumps(mock.requests[-1].json)
-    for needle in ("make a file", command.replace('"', '\\"'), "made\\n", "Created made.txt.", "does it exist?"):
+    for needle in (
+        "make a file",
+        command.replace('"', '\\"'),
+        "made\\n",
+        "Created made.txt.",
+        "does it exist?",
+    ):
         assert needle in body
     listed = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)
     assert len(listed) == 1 and listed[0]["status"] == "done" and listed[0]["cwd"] == str(workspace.resolve())
@@ -55,7 +71,9 @@ def test_run_tool_then_continue_sends_whole_history(cli: Any, mock: MockProvider
 def test_run_json_prints_every_envelope(cli: Any, mock: MockProvider, workspace: Path) -> None:
     """--json prints the turn's events one per line, strictly increasing seq."""
     mock.script(TextReply("hello"))
-    r = cli("run", "--json", "--model", "openai:mock", "--base-url", mock.openai_base_url, "hi", cwd=workspace)
+    r = cli(
+        "run", "--json", "--model", "openai:mock", "--base-url", mock.openai_base_url, "hi", cwd=workspace
+    )
     assert r.returncode == 0, r.stderr
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert [e["type"] for e in events][-1] == "turn.completed"
@@ -68,13 +86,23 @@ def test_unknown_session_id_is_one_line_error(cli: Any, workspace: Path) -> None
     assert r.stderr.count("\n") == 1 and "ses_doesnotexist" in r.stderr and "Traceback" not in r.stderr
     r = cli("sessions", "show", "ses_doesnotexist", cwd=workspace)
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    r = cli("export", "ses_doesnotexist", cwd=workspace)  # it added "export ... failed after 0 events: Exit: 1"
+    r = cli(
+        "export", "ses_doesnotexist", cwd=workspace
+    )  # it added "export ... failed after 0 events: Exit: 1"
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "matches no session" in r.stderr, r.stderr
 
 
 def test_unreachable_base_url_fails_cleanly(cli: Any, workspace: Path) -> None:
-    r = cli("run", "--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "hi", cwd=workspace,
-            extra_env={"ACAGENT_TIMING_RETRY_BASE_DELAY_S": "0.01"})
+    r = cli(
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "hi",
+        cwd=workspace,
+        extra_env={"ACAGENT_TIMING_RETRY_BASE_DELAY_S": "0.01"},
+    )
     assert r.returncode == 1
     assert "cannot reach" in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0
@@ -83,8 +111,16 @@ def test_unreachable_base_url_fails_cleanly(cli: Any, workspace: Path) -> None:
 def test_invalid_api_key_fails_cleanly(cli: Any, mock: MockProvider, workspace: Path) -> None:
     """A 401 from the endpoint is not retried and names the key to fix."""
     mock.default = Script(status=401, body={"error": {"message": "bad key", "type": "invalid_request_error"}})
-    r = cli("run", "--model", "openai:m", "--base-url", mock.openai_base_url, "hi", cwd=workspace,
-            extra_env={"OPENAI_API_KEY": "bad-key"})
+    r = cli(
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        mock.openai_base_url,
+        "hi",
+        cwd=workspace,
+        extra_env={"OPENAI_API_KEY": "bad-key"},
+    )
     assert r.returncode == 1
     assert "OPENAI_API_KEY" in r.stderr and "Traceback" not in r.stderr
     assert len(mock.requests) == 1
@@ -103,8 +139,12 @@ def test_import_corrupt_line_names_line_and_keeps_the_rest(cli: Any, tmp_path: P
     every other record (F03: a damaged line never refuses the whole session)."""
     bad = tmp_path / "bad.jsonl"
     good = {"seq": 1, "ts": "t", "session_id": "ses_x", "type": "session.created", "payload": {"cwd": "/tmp"}}
-    bad.write_text(json.dumps(good) + "\n{not json\n" + json.dumps({**good, "seq": 3, "type": "user.message",
-                                                                   "payload": {"text": "x"}}) + "\n")
+    bad.write_text(
+        json.dumps(good)
+        + "\n{not json\n"
+        + json.dumps({**good, "seq": 3, "type": "user.message", "payload": {"text": "x"}})
+        + "\n"
+    )
     r = cli("import", str(bad))
     assert r.returncode == 0 and "line 2" in r.stderr and "Traceback" not in r.stderr
     (row,) = json.loads(cli("sessions", "list", "--all", "--json", check=True).stdout)
@@ -114,7 +154,16 @@ def test_import_corrupt_line_names_line_and_keeps_the_rest(cli: Any, tmp_path: P
 def test_export_import_round_trip(cli: Any, mock: MockProvider, workspace: Path, tmp_path: Path) -> None:
     """export → import gives a session with the same events whose context resumes."""
     mock.script(TextReply("one"), TextReply("two"))
-    cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "first", cwd=workspace, check=True)
+    cli(
+        "run",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        "first",
+        cwd=workspace,
+        check=True,
+    )
     sid = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)[0]["id"]
     exported = cli("export", sid, check=True).stdout
     path = tmp_path / "s.jsonl"
@@ -122,8 +171,18 @@ def test_export_import_round_trip(cli: Any, mock: MockProvider, workspace: Path,
     r = cli("import", str(path), check=True)
     new_id = r.stdout.split()[2]
     assert new_id != sid
-    r = cli("run", "--resume", new_id, "--model", "openai:mock", "--base-url", mock.openai_base_url, "second",
-            cwd=workspace, check=True)
+    r = cli(
+        "run",
+        "--resume",
+        new_id,
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        "second",
+        cwd=workspace,
+        check=True,
+    )
     assert r.stdout == "two\n"
     body = json.dumps(mock.requests[-1].json)
     assert "first" in body and "one" in body and "second" in body
@@ -135,8 +194,9 @@ def test_help_is_fast_enough_to_start(cli: Any) -> None:
 
 
 @pytest.mark.parametrize("name", ["chat.jsonl", "tool-calls.jsonl"])
-def test_shipped_example_transcripts_import_and_resume(cli: Any, mock: MockProvider, name: str,
-                                                       workspace: Path) -> None:
+def test_shipped_example_transcripts_import_and_resume(
+    cli: Any, mock: MockProvider, name: str, workspace: Path
+) -> None:
     """sessions.example/ transcripts are in the transcript format: they import and resume."""
     from tests.conftest import REPO
 
@@ -147,8 +207,17 @@ def test_shipped_example_transcripts_import_and_resume(cli: Any, mock: MockProvi
     original = (REPO / "sessions.example" / name).read_text().splitlines()
     assert [json.loads(x)["type"] for x in shown] == [json.loads(x)["type"] for x in original]
     mock.script(TextReply("resumed"))
-    r = cli("run", "--resume", sid, "--model", "openai:mock", "--base-url", mock.openai_base_url, "and now?",
-            cwd=workspace)
+    r = cli(
+        "run",
+        "--resume",
+        sid,
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        "and now?",
+        cwd=workspace,
+    )
     assert r.returncode == 0, r.stderr
     assert mock.requests[-1].status == 200, mock.requests[-1].error
 
@@ -157,10 +226,27 @@ def test_explicit_model_flag_applies_on_resume(cli: Any, mock: MockProvider, wor
     """`run --continue --model X` talks to X; without --model the session's recorded model is used."""
     mock.default = TextReply("ok")
     cli("run", "--model", "openai:first", "--base-url", mock.openai_base_url, "a", cwd=workspace, check=True)
-    cli("run", "--continue", "--model", "openai:second", "--base-url", mock.openai_base_url, "b", cwd=workspace,
-        check=True)
-    cli("run", "--continue", "--base-url", mock.openai_base_url, "c", cwd=workspace, extra_env={"OPENAI_API_KEY": "k"},
-        check=True)
+    cli(
+        "run",
+        "--continue",
+        "--model",
+        "openai:second",
+        "--base-url",
+        mock.openai_base_url,
+        "b",
+        cwd=workspace,
+        check=True,
+    )
+    cli(
+        "run",
+        "--continue",
+        "--base-url",
+        mock.openai_base_url,
+        "c",
+        cwd=workspace,
+        extra_env={"OPENAI_API_KEY": "k"},
+        check=True,
+    )
     assert [r.json["model"] for r in mock.requests] == ["first", "second", "first"]
 
 
@@ -172,8 +258,17 @@ def test_deleted_working_directory_is_one_line_error(cli: Any, tmp_path: Path) -
 
     for args in (["run", "hi"], ["sessions", "list"]):
         proc = subprocess.run(
-            ["bash", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m acagent "$@"', sys.executable, *args],
-            env=cli.env, capture_output=True, text=True, timeout=60,
+            [
+                "bash",
+                "-c",
+                f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m acagent "$@"',
+                sys.executable,
+                *args,
+            ],
+            env=cli.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         gone.mkdir()
         assert proc.returncode != 0
@@ -192,14 +287,24 @@ def test_a_proxy_error_page_is_one_line_error(cli: Any, mock: MockProvider, work
     """A 502 HTML page from a proxy (many lines) ends `acagent run` with one line naming it."""
     page = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>nginx</body>\r\n</html>\r\n"
     mock.default = Script(status=502, body=page)
-    r = cli("run", "--model", "openai:m", "--base-url", mock.openai_base_url, "hi", cwd=workspace,
-            extra_env={"ACAGENT_TIMING_RETRY_BASE_DELAY_S": "0.01"})
+    r = cli(
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        mock.openai_base_url,
+        "hi",
+        cwd=workspace,
+        extra_env={"ACAGENT_TIMING_RETRY_BASE_DELAY_S": "0.01"},
+    )
     assert r.returncode == 1 and "502 Bad Gateway" in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
 
 
 @pytest.mark.parametrize("bad_id", ["../../../outside", "ses_/../../x", "ses_\x1b[31mred", "a" * 5000])
-def test_import_of_a_hostile_session_id_stays_in_the_sessions_dir(cli: Any, tmp_path: Path, bad_id: str) -> None:
+def test_import_of_a_hostile_session_id_stays_in_the_sessions_dir(
+    cli: Any, tmp_path: Path, bad_id: str
+) -> None:
     """A transcript's session id names the transcript file: '../../../outside' wrote a file outside
     ACAGENT_HOME and 5,000 characters was a traceback (name too long). Such an id gets a new one."""
     work = tmp_path / "w"

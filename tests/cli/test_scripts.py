@@ -159,7 +159,9 @@ def test_sessions_archive_hides_and_resume_still_works(cli: Any, mock: MockProvi
     assert r.returncode == 1 and "matches no session" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_hostile_titles_are_shown_as_text_in_every_table(cli: Any, mock: MockProvider, workspace: Path) -> None:
+def test_hostile_titles_are_shown_as_text_in_every_table(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
     """A title is never rich markup nor raw terminal control: a prompt starting ``[/oops]`` made
     `sessions list` and `usage` die with a MarkupError traceback; ``[link=…]`` became a link and an
     ESC in a renamed title reached the terminal (list, show, usage)."""
@@ -178,5 +180,11 @@ def test_hostile_titles_are_shown_as_text_in_every_table(cli: Any, mock: MockPro
         r = subprocess.run([sys.executable, "-m", "acagent", *args], cwd=workspace, capture_output=True, text=True,
                            env={**cli.env, **env}, stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
         assert r.returncode == 0, r.stderr
-        assert "\x1b[31m" not in r.stdout and "\u202e" not in r.stdout and "\x1b]8;" not in r.stdout, (args, r.stdout)
-        assert "\\x1b[31mred\\u202etxt.exe" in r.stdout and "[link=http://evil.example]" in r.stdout, (args, r.stdout)
+        assert "\x1b[31m" not in r.stdout and "\u202e" not in r.stdout and "\x1b]8;" not in r.stdout, (
+            args,
+            r.stdout,
+        )
+        assert "\\x1b[31mred\\u202etxt.exe" in r.stdout and "[link=http://evil.example]" in r.stdout, (
+            args,
+            r.stdout,
+        )

@@ -1,7 +1,9 @@
-"""A TCP proxy for the F09 tests: cuts connections on command and can duplicate one WebSocket frame."""
+"""A TCP proxy for the F09 tests: cuts connections on command, can duplicate one WebSocket frame and
+can lose HTTP answers."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 from dataclasses import dataclass, field
@@ -18,6 +20,8 @@ class CutProxy:
         request_lines: the first line of every request that came through (``GET /…?since=N``).
         bytes_to_client: total bytes forwarded from the daemon.
         dup_next_frame: when set, the next server→client WebSocket text frame is sent twice.
+        drop_answers: how many plain HTTP answers to lose: the request reaches the daemon, its
+            answer never reaches the client (the client's connection is reset instead).
     """
 
     target: int
@@ -26,6 +30,8 @@ class CutProxy:
     bytes_to_client: int = 0
     dup_next_frame: bool = False
     duplicated: int = 0
+    drop_answers: int = 0
+    dropped: int = 0
     _scopes: set[anyio.CancelScope] = field(default_factory=set)
     _streams: list[tuple[SocketStream, SocketStream]] = field(default_factory=list)
 
@@ -103,6 +109,14 @@ class CutProxy:
                     head, sep, rest = buf.partition(b"\r\n\r\n")
                     if not sep:
                         continue
+                    if not head.startswith(b"HTTP/1.1 101") and self.drop_answers > 0:
+                        self.drop_answers -= 1
+                        self.dropped += 1
+                        with contextlib.suppress(OSError):
+                            dst.extra(SocketAttribute.raw_socket).setsockopt(
+                                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                            )
+                        break
                     if not head.startswith(b"HTTP/1.1 101"):
                         await dst.send(buf)
                         buf, passthrough = b"", True

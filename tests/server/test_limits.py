@@ -355,7 +355,9 @@ def test_a_low_open_files_limit_does_not_undercut_the_connection_cap(
         pytest.skip(f"the hard open-files limit is {hard}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))  # inherited by the daemon
     try:
-        d = Daemon(home=home, env=daemon_env(home, mock), args=["--limit", "max_connections_per_client=300"]).start()
+        d = Daemon(
+            home=home, env=daemon_env(home, mock), args=["--limit", "max_connections_per_client=300"]
+        ).start()
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     held: list[socket.socket] = []

@@ -1,0 +1,93 @@
+"""``Idempotency-Key`` on a single daemon: a retried POST gets the first answer, not a second turn.
+
+A client that lost the answer to ``POST /v1/sessions/{id}/messages`` (a timeout, a reset
+connection) cannot know whether the turn started; retrying without a key would start a second
+turn and pay for a second LLM call. With the same ``Idempotency-Key`` the retry gets the answer
+of the first request (the same ``turn_id``), whether the first is still being applied or done.
+The semantics follow the IETF draft "The Idempotency-Key HTTP Header Field"
+(https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/): a key is scoped to
+the request (here: session, kind of input and key), and only a successful answer is kept (a
+refusal such as 409 ``session_busy`` is answered again by re-applying the request).
+
+In a cluster (PostgreSQL) the journal's inbox rows give the same guarantee across daemons
+(:mod:`acagent.server._inbox`); this cache is the single-daemon path. Keys live in memory for
+``idempotency_ttl_s`` (at most ``idempotency_keys`` of them, oldest dropped first): a retry
+after the daemon restarted is re-applied, which for a message means a 409 while the recovered
+turn runs. Both bounds are daemon limits (:class:`~acagent.server._limits.Limits`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+__all__ = ["IdempotencyCache"]
+
+
+class _Entry:
+    __slots__ = ("answer", "done", "expires_at")
+
+    def __init__(self, expires_at: float) -> None:
+        self.done = anyio.Event()
+        self.answer: dict[str, Any] | None = None
+        self.expires_at = expires_at
+
+
+class IdempotencyCache:
+    """First answers by ``(session_id, kind, key)``.
+
+    Args:
+        max_keys: how many keys are kept (the oldest is dropped beyond it).
+        ttl_s: how long a key is kept, seconds.
+    """
+
+    def __init__(self, max_keys: int, ttl_s: float) -> None:
+        self.max_keys = max_keys
+        self.ttl_s = ttl_s
+        self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def apply(
+        self, scope: tuple[str, str, str], fn: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """``fn()``'s answer, or the first answer for ``scope`` when there is one.
+
+        A request with a key already in flight waits for it and gets its answer; if the first one
+        failed (raised), the waiter applies the request itself. Errors raised by ``fn`` propagate
+        and are not kept.
+        """
+        while True:
+            self._expire(time.monotonic())
+            entry = self._entries.get(scope)
+            if entry is None:
+                break
+            await entry.done.wait()
+            if entry.answer is not None:
+                return dict(entry.answer)
+            # the first attempt failed and was forgotten: apply it now (loop: another may have)
+        entry = _Entry(time.monotonic() + self.ttl_s)
+        self._entries[scope] = entry
+        while len(self._entries) > self.max_keys:
+            self._entries.popitem(last=False)
+        try:
+            entry.answer = await fn()
+        except BaseException:
+            if self._entries.get(scope) is entry:
+                del self._entries[scope]
+            raise
+        finally:
+            entry.done.set()
+        return dict(entry.answer)
+
+    def _expire(self, now: float) -> None:
+        while self._entries:
+            oldest = next(iter(self._entries.values()))
+            if oldest.expires_at > now:
+                return
+            self._entries.popitem(last=False)

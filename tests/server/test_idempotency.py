@@ -1,0 +1,110 @@
+"""``Idempotency-Key`` on a single daemon, and the CLI client that sends one with every input.
+
+Before: a single daemon (SQLite) ignored the header (only the PostgreSQL inbox honoured it) and
+the CLI sent none, so a client whose answer was lost could only retry blind: a second turn and a
+second paid LLM call, or a 409 for its own turn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from acagent.client._discovery import DaemonInfo
+from acagent.client._remote import RemoteSessionClient
+from acagent.server._idempotency import IdempotencyCache
+from tests.server.conftest import Daemon
+from tests.server.proxy import CutProxy
+
+pytestmark = pytest.mark.anyio
+
+
+def _user_messages(d: Daemon, sid: str) -> list[str]:
+    return [e["payload"]["text"] for e in d.events(sid) if e["type"] == "user.message"]
+
+
+async def test_concurrent_requests_with_one_key_apply_once_and_share_the_answer() -> None:
+    cache = IdempotencyCache(max_keys=10, ttl_s=60)
+    calls = 0
+
+    async def apply() -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        await anyio.sleep(0.05)
+        return {"turn_id": f"turn_{calls}"}
+
+    answers: list[dict[str, Any]] = []
+
+    async def one() -> None:
+        answers.append(await cache.apply(("ses_1", "message", "k"), apply))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(one)
+    assert calls == 1 and answers == [{"turn_id": "turn_1"}] * 5
+    assert await cache.apply(("ses_2", "message", "k"), apply) == {"turn_id": "turn_2"}  # scoped by session
+
+
+async def test_a_failed_first_request_is_not_kept_and_old_keys_are_dropped() -> None:
+    cache = IdempotencyCache(max_keys=2, ttl_s=60)
+
+    async def busy() -> dict[str, Any]:
+        raise RuntimeError("session_busy")
+
+    with pytest.raises(RuntimeError):
+        await cache.apply(("s", "message", "k"), busy)
+    assert len(cache) == 0
+
+    async def ok() -> dict[str, Any]:
+        return {"ok": True}
+
+    for key in ("a", "b", "c"):
+        await cache.apply(("s", "message", key), ok)
+    assert len(cache) == 2  # the oldest ("a") was dropped
+    expired = IdempotencyCache(max_keys=10, ttl_s=0.0)
+    await expired.apply(("s", "message", "k"), ok)
+    await expired.apply(("s", "message", "other"), ok)
+    assert len(expired) == 1
+
+
+def test_a_retried_message_with_its_key_gets_the_first_turn(start_daemon: Any, workspace: Path) -> None:
+    d = start_daemon("--yes")
+    sid = d.create(workspace)["id"]
+    headers = {"Idempotency-Key": "retry-1"}
+    first = d.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    again = d.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    assert first.status_code == again.status_code == 202, (first.text, again.text)
+    assert again.json()["turn_id"] == first.json()["turn_id"]
+    d.wait_status(sid, ("done",), timeout=30)
+    late = d.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    assert late.json()["turn_id"] == first.json()["turn_id"]  # after the turn too: no second turn
+    assert _user_messages(d, sid) == ["say once"]
+    other = d.http.post(
+        f"/v1/sessions/{sid}/messages", json={"text": "say twice"}, headers={"Idempotency-Key": "2"}
+    )
+    assert other.status_code == 202 and other.json()["turn_id"] != first.json()["turn_id"]
+
+
+async def test_the_client_retries_a_lost_answer_without_a_second_turn(
+    start_daemon: Any, workspace: Path
+) -> None:
+    d = start_daemon("--yes")
+    sid = d.create(workspace)["id"]
+    async with anyio.create_task_group() as tg:
+        proxy = CutProxy(d.port, drop_answers=1)
+        await tg.start(proxy.run)
+        info = DaemonInfo(pid=d.pid, host="127.0.0.1", port=proxy.port, url=f"http://127.0.0.1:{proxy.port}")
+        client = RemoteSessionClient(d.home, info, sid, auto_approve=True)
+        try:
+            turn_id = await client.send("say hello")
+        finally:
+            await client.aclose()
+            tg.cancel_scope.cancel()
+    assert proxy.dropped == 1  # the first answer was lost after the daemon applied the request
+    await anyio.to_thread.run_sync(lambda: d.wait_status(sid, ("done",), timeout=30))
+    assert _user_messages(d, sid) == ["say hello"]
+    started = [e for e in d.events(sid) if e["type"] == "turn.started"]
+    assert [e["payload"]["turn_id"] for e in started] == [turn_id]
