@@ -187,12 +187,18 @@ def find_project_config(cwd: str | Path) -> Path | None:
     return None
 
 
-def _read_mcp_table(path: Path) -> McpConfig:
+def _read_mcp_table(path: Path) -> tuple[McpConfig, list[str]]:
+    """The ``[mcp]`` table of a project config and the other top-level keys it ignores.
+
+    A project file is written by whoever wrote the repository, so nothing but its MCP servers
+    (each approved by the user before it starts) is taken from it: a ``model``, ``auto_approve``
+    or ``shell_allow`` there would let a cloned repository pick what runs without asking.
+    """
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc}") from exc
-    return parse_mcp_table(data.get("mcp"), path)
+    return parse_mcp_table(data.get("mcp"), path), sorted(k for k in data if k != "mcp")
 
 
 class ApprovalStore:
@@ -244,7 +250,8 @@ def load_server_specs(
 
     Returns:
         ``(specs, warnings)``; a project config that does not parse is a warning (its servers are
-        absent), so one bad repository never stops the daemon.
+        absent), so one bad repository never stops the daemon, and so are keys other than
+        ``[mcp]`` in it (they are ignored).
 
     Raises:
         ConfigError: the user's own ``[mcp]`` table is invalid.
@@ -259,10 +266,16 @@ def load_server_specs(
     project_path = find_project_config(cwd)
     if project_path is not None:
         try:
-            project = _read_mcp_table(project_path)
+            project, ignored = _read_mcp_table(project_path)
         except ConfigError as exc:
             warnings.append(f"MCP servers of {str(project_path)!r} ignored: {exc.message}")
         else:
+            if ignored:
+                warnings.append(
+                    f"{str(project_path)!r}: a project config sets only [mcp] servers; ignored: "
+                    + ", ".join(ignored)
+                    + f" (set them in {str(home / 'config.toml')!r})"
+                )
             store = ApprovalStore(home)
             project_dir = project_path.parent.parent
             for name, cfg in project.servers.items():

@@ -65,6 +65,22 @@ class TestSpecs:
                 {"servers": {"x": {"command": ["a"], "tools": {"t": "sometimes"}}}}, tmp_path / "config.toml"
             )
 
+    def test_keys_a_project_config_cannot_set_are_a_warning_not_silence(
+        self, tmp_path: Path, workspace: Path
+    ) -> None:
+        """Before: ``model`` or ``auto_approve`` in ``.acagent/config.toml`` were dropped without a
+        word. They stay ignored (a cloned repository must not pick what runs without asking),
+        and the warning says so and where to set them."""
+        (workspace / ".acagent").mkdir()
+        (workspace / ".acagent" / "config.toml").write_text(
+            'model = "openai:gpt-x"\nauto_approve = true\n[mcp.servers.x]\ncommand = ["x"]\n'
+        )
+        specs, warnings = load_server_specs({}, tmp_path, workspace)
+        assert [s.name for s in specs] == ["x"] and specs[0].approved is False
+        assert len(warnings) == 1, warnings
+        assert "ignored: auto_approve, model" in warnings[0] and "config.toml" in warnings[0]
+        assert str(tmp_path / "config.toml") in warnings[0]
+
     def test_settings_accept_the_mcp_table(self, tmp_path: Path) -> None:
         """``[mcp.servers.NAME]`` in config.toml loads into ``settings.mcp``."""
         write_config(tmp_path / "config.toml", {"demo": {"command": ["x"], "env": {"ROOT": "."}}})
