@@ -189,15 +189,15 @@ class AnthropicProvider(HTTPProvider):
     def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
         return anthropic_status_error(self.name, status, body, headers)
 
-    def encode_body(self, request: ModelRequest) -> bytes:
-        """The JSON request body (deterministic; each message encoded once, see ``_body``)."""
+    def encode_parts(self, request: ModelRequest) -> list[bytes]:
+        """The JSON request body, in parts (deterministic; each message encoded once, see ``_body``)."""
         head: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens, "stream": True}
         if request.system.strip():
             head["system"] = request.system
         raw: dict[str, bytes | EncodedArray] = {"messages": self._encoder.messages(request.messages)}
         if request.tools:
             raw["tools"] = self._encoder.tools(request.tools, lambda: to_anthropic_tools(request.tools))
-        return BodyEncoder.body(head, raw)
+        return BodyEncoder.parts(head, raw)
 
 
 def create_provider(model: str, settings: Settings) -> AnthropicProvider:

@@ -4,12 +4,17 @@ Profiled through the real adapters, the cost of a call grew with the history: th
 ``create(**params)`` walks every message of the params through its TypedDict transform
 (``async_maybe_transform``) and then serialises the whole body again — 15 → 137 → 880 ms at
 10 / 100 / 500 turns, while ``orjson`` encodes the same body in 0.04–1 ms. The adapters
-therefore keep the official SDKs for the wire (auth, headers, HTTP, error types, stream
-decoding) but hand them a body that is already JSON (``client.post(..., content=bytes)``), built
-here: each context message is mapped and encoded **once** (messages are immutable, so their
-identity is their cache key, as :class:`acagent.runner._context.ContextBuilder` does for its
-digest), and a call only joins the cached bytes. The body is a pure function of the request,
-so a retried step sends the same bytes.
+therefore post a body that is already JSON (:mod:`acagent.providers._http`), built here: each
+context message is mapped and encoded **once** (messages are immutable, so their identity is
+their cache key, as :class:`acagent.runner._context.ContextBuilder` does for its digest).
+
+What still grew after that was the body itself (≈ 2 MB at 500 turns): joining every cached item
+again on each call cost ≈ 1.5–2 ms of the loop thread's CPU, most of it the page faults of a
+fresh 2 MB allocation, not the copy. So the items a call shares with the previous one are kept
+joined between calls (:class:`_Runs`: O(log n) runs, each byte copied O(log n) times over the
+history's life) and the body is sent as its parts (:meth:`BodyEncoder.parts`, posted as a
+Content-Length body by :class:`~acagent.providers._http.BodyParts`). The body is a pure function
+of the request, so a retried step sends the same bytes.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import orjson
 
 from acagent.messages import Message
 
-__all__ = ["BodyEncoder", "EncodedArray", "wire_messages"]
+__all__ = ["SEPARATE_PART", "BodyEncoder", "EncodedArray", "wire_messages"]
+
+SEPARATE_PART = 65_536
+"""Bytes from which an encoded member is sent as a body part of its own (:meth:`BodyEncoder.parts`)."""
 
 WireMessages = Callable[[Message], list[dict[str, Any]]]
 """``message -> wire dicts`` (one context message may become several wire messages)."""
@@ -55,7 +63,8 @@ class BodyEncoder:
             where roles must alternate); merged messages are re-encoded (rare: the context
             already merges consecutive user messages).
 
-    ``encoded`` counts messages mapped and encoded (the flatness test reads it).
+    ``encoded`` counts messages mapped and encoded, ``joined`` the bytes copied into joined runs
+    (the flatness tests read both).
     """
 
     def __init__(self, wire_messages: WireMessages, merge: Merge) -> None:
@@ -67,7 +76,13 @@ class BodyEncoder:
         """The previous call: its messages, its wire items, and per message the item count so far."""
         self._merged: list[bool] = []
         """Per message of the previous call: its first wire item merged into the item before."""
+        self._runs = _Runs()
         self.encoded = 0
+
+    @property
+    def joined(self) -> int:
+        """Bytes copied into joined runs so far (amortised O(log n) copies per byte)."""
+        return self._runs.copied
 
     def _entry(self, message: Message) -> list[tuple[dict[str, Any], bytes]]:
         hit = self._cache.get(id(message))
@@ -81,30 +96,33 @@ class BodyEncoder:
     def messages(self, messages: Sequence[Message], prefix: Sequence[dict[str, Any]] = ()) -> EncodedArray:
         """The JSON array of the wire messages of ``prefix`` + ``messages``.
 
-        The previous call's result is reused up to the first message that differs (compared by
-        identity): a call with one new message maps, merges and encodes only that message.
+        The previous call's result is reused up to the first message that differs (the same
+        object, or an equal one: :func:`_common_prefix`): a call with one new message maps, merges and encodes only that message, and
+        the items both calls share are sent as runs joined before (:class:`_Runs`), not joined
+        again.
         """
         head = [(d, orjson.dumps(d)) for d in prefix]
         last_msgs, last_out, last_marks = self._last
         same = 0
         if [d for d, _ in head] == [d for d, _ in last_out[: len(head)]] and len(last_marks) > 0:
-            limit = min(len(messages), len(last_msgs))
-            while same < limit and messages[same] is last_msgs[same]:
-                same += 1
+            same = _common_prefix(messages, last_msgs)
         # Restart at a message that did not merge into the one before it: the items before it
         # are then exactly what the previous call built for those messages.
         last_merged = self._merged
         while 0 < same < len(last_merged) and last_merged[same]:
             same -= 1
-        out = head if same == 0 else list(last_out[: last_marks[same - 1]])
-        marks = [] if same == 0 else list(last_marks[:same])
-        merged_flags = [] if same == 0 else list(last_merged[:same])
+        keep = last_marks[same - 1] if same else 0
+        """Items identical to the previous call's (a merge into the last of them lowers it)."""
+        out = head if same == 0 else last_out[:keep]
+        marks = last_marks[:same]
+        merged_flags = last_merged[:same]
         for message in messages[same:]:
             first = True
             merged_here = False
             for item in self._entry(message):
                 merged = self._merge(out[-1][0], item[0]) if out else None
                 if merged is not None:
+                    keep = min(keep, len(out) - 1)
                     out[-1] = (merged, orjson.dumps(merged))
                     merged_here = merged_here or first
                 else:
@@ -115,9 +133,9 @@ class BodyEncoder:
         self._last = (list(messages), out, marks)
         self._merged = merged_flags
         if len(self._cache) > 2 * len(messages) + 64:  # forget messages no longer sent
-            keep = {id(m) for m in messages}
-            self._cache = {k: v for k, v in self._cache.items() if k in keep}
-        return EncodedArray([b for _, b in out])  # joined once, in body()
+            keep_ids = {id(m) for m in messages}
+            self._cache = {k: v for k, v in self._cache.items() if k in keep_ids}
+        return EncodedArray(self._runs.parts(out, keep))  # joined once, in body()
 
     def tools(self, tools: object, encode: Callable[[], list[dict[str, Any]]]) -> bytes:
         """The JSON of the tool list ``tools`` (encoded once per list object)."""
@@ -126,30 +144,41 @@ class BodyEncoder:
         return self._tools[1]
 
     @staticmethod
-    def body(head: dict[str, Any], raw: Mapping[str, bytes | EncodedArray]) -> bytes:
-        """``head`` as a JSON object with the pre-encoded members ``raw`` spliced in, in order.
+    def parts(head: dict[str, Any], raw: Mapping[str, bytes | EncodedArray]) -> list[bytes]:
+        """``head`` as a JSON object with the pre-encoded members ``raw`` spliced in, in order,
+        as the byte strings to send one after the other (``b"".join(parts)`` is the body).
 
-        The body is joined once (a 500-turn history is megabytes: every extra copy shows)."""
+        A 500-turn history is ≈ 2 MB, and a fresh copy of it costs the loop thread more than the
+        copying (page faults of a new large allocation): members of at least
+        :data:`SEPARATE_PART` bytes (the cached runs) are parts of their own, the pieces between
+        them are joined."""
         start = orjson.dumps(head)
+        out: list[bytes] = []
         pieces: list[bytes] = [start[:-1]] if start != b"{}" else [b"{"]
         for n, (key, value) in enumerate(raw.items()):
             pieces.append((b',"' if n or start != b"{}" else b'"') + key.encode() + b'":')
-            if isinstance(value, EncodedArray):
-                pieces.append(b"[")
-                for i, item in enumerate(value.items):
-                    if i:
-                        pieces.append(b",")
-                    pieces.append(item)
-                pieces.append(b"]")
-            else:
+            if not isinstance(value, EncodedArray):
                 pieces.append(value)
+                continue
+            pieces.append(b"[")
+            for i, member in enumerate(value.items):
+                if i:
+                    pieces.append(b",")
+                if len(member) < SEPARATE_PART:
+                    pieces.append(member)
+                else:
+                    out += (b"".join(pieces), member)
+                    pieces = []
+            pieces.append(b"]")
         pieces.append(b"}")
-        return b"".join(pieces)
+        out.append(b"".join(pieces))
+        return out
 
 
 class EncodedArray:
-    """A JSON array kept as its encoded items until the body is joined (joined once there);
-    ``bytes(array)`` is the array on its own."""
+    """A JSON array kept as its encoded members until the body is joined (joined once there);
+    a member is one item or a run of items already joined with commas. ``bytes(array)`` is the
+    array on its own."""
 
     __slots__ = ("items",)
 
@@ -158,3 +187,74 @@ class EncodedArray:
 
     def __bytes__(self) -> bytes:
         return b"[" + b",".join(self.items) + b"]"
+
+
+def _common_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages of ``a`` and ``b`` are equal.
+
+    Compared as list slices, in C: the same object is equal at once (the runner sends the same
+    message objects again), others by value (a message's encoding is a function of its value).
+    The whole common length and one less are tried first (a grown history; a replaced last
+    message), then a binary search. A Python loop over a 2,000-message history cost ≈ 0.2 ms
+    per call.
+    """
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    if n and a[: n - 1] == b[: n - 1]:
+        return n - 1
+    low, high = 0, n - 1  # a[:low] == b[:low]; a[:high] != b[:high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+class _Runs:
+    """The encoded items two consecutive calls share, kept joined as ``b","``-separated runs.
+
+    A 500-turn history is ≈ 2 MB of items; joining all of them again on every call was the part
+    of a call's CPU that grew with the history. Runs are only appended or dropped at the end:
+    the items a call shares with the previous call and no run covers yet become a new run (the
+    newest items, which the next call may replace, are not joined yet), and adjacent runs are
+    merged while the older one is at most twice the newer (binary-counter style), so there are
+    O(log n) runs and every byte is copied O(log n) times over the history's life.
+    """
+
+    def __init__(self) -> None:
+        self._runs: list[bytes] = []
+        self._ends: list[int] = []
+        """Per run, the index of the item after its last one."""
+        self.copied = 0
+        """Bytes copied into runs so far."""
+
+    def parts(self, items: list[tuple[dict[str, Any], bytes]], keep: int) -> list[bytes]:
+        """The array members of ``items``: runs, then single items.
+
+        Args:
+            items: this call's ``(wire dict, encoding)`` items.
+            keep: ``items[:keep]`` are the previous call's items (same objects, same places).
+        """
+        runs, ends = self._runs, self._ends
+        while ends and ends[-1] > keep:
+            runs.pop()
+            ends.pop()
+        covered = ends[-1] if ends else 0
+        if keep > covered:
+            self._push(b",".join([b for _, b in items[covered:keep]]), keep)
+            covered = keep
+        return [*runs, *(b for _, b in items[covered:])]
+
+    def _push(self, run: bytes, end: int) -> None:
+        runs, ends = self._runs, self._ends
+        self.copied += len(run)
+        runs.append(run)
+        ends.append(end)
+        while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
+            newer, end = runs.pop(), ends.pop()
+            ends[-1] = end
+            runs[-1] = b",".join((runs[-1], newer))
+            self.copied += len(runs[-1])

@@ -45,7 +45,7 @@ from acagent.providers._base import ModelRequest
 from acagent.providers._sse import SSENormalizer, WireActivity, WireStall
 from acagent.providers._stream import BaseStreamedResponse
 
-__all__ = ["EventSource", "HTTPProvider", "api_key_or_placeholder", "load_httpx"]
+__all__ = ["BodyParts", "EventSource", "HTTPProvider", "api_key_or_placeholder", "load_httpx"]
 
 _LOCK = threading.Lock()
 _HTTPX: list[Any] = []
@@ -122,6 +122,21 @@ class EventSource:
             if self._parser.done_marker:
                 self.activity.done_marker = True
         return pending.popleft()
+
+
+class BodyParts:
+    """A request body given as its parts (:meth:`HTTPProvider.encode_parts`), for httpx's
+    ``content=``: each part is written as it is, so a large cached part is never copied into a
+    joined body (for a 500-turn history that copy, a fresh 2 MB allocation, cost ≈ 1.5 ms of CPU
+    per call). Iterable again (a retried send gets the same bytes). The request must carry its
+    ``content-length``: httpx then sends the parts as a Content-Length body, not chunked."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            yield part
 
 
 def _not_a_stream(content_type: str) -> str:
@@ -205,8 +220,13 @@ class HTTPProvider(ABC):
         """Authentication and API headers of every request."""
 
     @abstractmethod
+    def encode_parts(self, request: ModelRequest) -> list[bytes]:
+        """The JSON request body as the byte strings to send in order (deterministic: a retry
+        sends the same bytes; ``b"".join`` of them is the body)."""
+
     def encode_body(self, request: ModelRequest) -> bytes:
-        """The JSON request body (deterministic: a retry sends the same bytes)."""
+        """The JSON request body (``b"".join`` of :meth:`encode_parts`)."""
+        return b"".join(self.encode_parts(request))
 
     @abstractmethod
     def _status_error(self, status: int, body: Any, headers: dict[str, str]) -> ProviderError:
@@ -274,10 +294,16 @@ class HTTPProvider(ABC):
                 refusal) or an endpoint that does not answer within the idle timeout.
         """
         deadline = anyio.current_time() + self.timeout_s
-        body = self.encode_body(request)  # before any await: the request as it is now
+        parts = self.encode_parts(request)  # before any await: the request as it is now
         client = await self._get_client()
+        headers = {"idempotency-key": request.request_id}
+        if len(parts) > 1:  # a Content-Length body, never chunked (not every endpoint takes that)
+            headers["content-length"] = str(sum(map(len, parts)))
         post = client.build_request(
-            "POST", self.base_url + self.path, content=body, headers={"idempotency-key": request.request_id}
+            "POST",
+            self.base_url + self.path,
+            content=parts[0] if len(parts) == 1 else BodyParts(parts),
+            headers=headers,
         )
         try:
             with (

@@ -201,15 +201,15 @@ class OpenAIProvider(HTTPProvider):
         head["max_completion_tokens" if self._official else "max_tokens"] = request.max_tokens
         return head
 
-    def encode_body(self, request: ModelRequest) -> bytes:
-        """The JSON request body (deterministic; each message encoded once, see ``_body``)."""
+    def encode_parts(self, request: ModelRequest) -> list[bytes]:
+        """The JSON request body, in parts (deterministic; each message encoded once, see ``_body``)."""
         system = [{"role": "system", "content": request.system}] if request.system else []
         raw: dict[str, bytes | EncodedArray] = {
             "messages": self._encoder.messages(request.messages, prefix=system)
         }
         if request.tools:
             raw["tools"] = self._encoder.tools(request.tools, lambda: to_openai_tools(request.tools))
-        return BodyEncoder.body(self._request_head(request), raw)
+        return BodyEncoder.parts(self._request_head(request), raw)
 
 
 def create_provider(model: str, settings: Settings) -> OpenAIProvider:

@@ -117,3 +117,59 @@ def test_reused_prefix_gives_the_mapping_for_any_sequence(api: str) -> None:
         sent = json.loads(provider.encode_body(request))["messages"]
         expected = to_openai_messages("s", messages) if api == "openai" else to_anthropic_messages(messages)
         assert sent == expected
+
+
+def _provider(api: str) -> OpenAIProvider | AnthropicProvider:
+    return (OpenAIProvider if api == "openai" else AnthropicProvider)(
+        "m", base_url="http://127.0.0.1:9", api_key="k"
+    )
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_body_parts_equal_a_fresh_encoding_and_shared_items_are_joined_once(api: str) -> None:
+    """The items two calls share are kept joined between calls (F26, figure 8): after any
+    number of appends, and after a replaced last message, the parts are byte for byte the body
+    a fresh encoder builds; the joined bytes stay O(log n) copies of the history and the parts
+    O(log n) in number (before, every call re-joined every item)."""
+    import math
+
+    provider = _provider(api)
+    past = history(20)
+    sizes = []
+    for i in range(60):
+        last = Message(role="user", parts=[TextPart(text=f"new {i} " + "x" * 3000)])
+        messages = [*past, last]
+        request = make_request(messages, system="sys", tools=TOOLS)
+        parts = provider.encode_parts(request)
+        assert b"".join(parts) == _provider(api).encode_body(request)
+        assert len(parts) <= 2 * math.log2(len(messages)) + 4
+        sizes.append(len(b"".join(parts)))
+        if i % 3 == 2:  # the last message replaced (a retried or edited question)
+            continue
+        past = [*messages, Message(role="assistant", parts=[TextPart(text=f"reply {i}")])]
+    assert provider._encoder.joined <= 3 * sizes[-1] * math.log2(len(sizes))
+    assert provider._encoder.joined >= sizes[-1] // 2  # the shared history is sent as runs
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_body_in_parts_is_sent_with_its_content_length(mock: MockProvider, api: str) -> None:
+    """A body sent as several parts (cached runs of at least 64 KB) arrives whole, as a
+    Content-Length body (never chunked: not every endpoint accepts that)."""
+    mock.script(TextReply("ok"), TextReply("ok"))
+    if api == "openai":
+        provider: OpenAIProvider | AnthropicProvider = OpenAIProvider(
+            "m", base_url=mock.openai_base_url, api_key="k"
+        )
+    else:
+        provider = AnthropicProvider("m", base_url=mock.anthropic_base_url, api_key="k")
+    past = [*history(30), Message(role="user", parts=[TextPart(text="big " + "y" * 70_000)])]
+    past.append(Message(role="assistant", parts=[TextPart(text="seen")]))
+    for i in range(2):
+        request = make_request([*past, Message(role="user", parts=[TextPart(text=f"q{i}")])], tools=TOOLS)
+        await collect(provider, request)
+    await provider.aclose()
+    assert len(provider.encode_parts(request)) > 1
+    sent = mock.requests[-1]
+    assert sent.body == _provider(api).encode_body(request)
+    assert sent.headers["content-length"] == str(len(sent.body))
+    assert "transfer-encoding" not in sent.headers
