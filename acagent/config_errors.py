@@ -50,7 +50,13 @@ def key_path(loc: Sequence[Any]) -> str:
     return f"[{'.'.join(names[:-1])}].{names[-1]}"
 
 
+_URL_PASSWORD = re.compile(r"(\w+://[^/@\s:]*):[^/@\s]*@")
+
+
 def _show(value: Any) -> str:
+    """The value as TOML would show it, cut at 80 characters, a URL's password masked."""
+    if isinstance(value, str):
+        value = _URL_PASSWORD.sub(r"\1:***@", value)
     if isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, str | int | float):

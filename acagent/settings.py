@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from acagent.config_errors import config_error
 from acagent.errors import ConfigError
@@ -187,6 +187,24 @@ class Settings(BaseModel):
     """``[pricing."PROVIDER:NAME"]``: USD per million tokens, overriding the packaged price table."""
     mcp: dict[str, Any] = Field(default_factory=dict)
     """The ``[mcp]`` table of config.toml (``servers.NAME``), validated by ``acagent.mcp``."""
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str | None) -> str | None:
+        if value is not None:
+            from acagent.providers._registry import model_id_problem
+
+            problem = model_id_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("journal")
+    @classmethod
+    def _check_journal(cls, value: str | None) -> str | None:
+        if value and value.split("://", 1)[0] not in ("postgresql", "postgres"):
+            raise ValueError("not a postgresql:// URL; unset it to use SQLite in ACAGENT_HOME")
+        return value
 
     @model_validator(mode="after")
     def _check_timing(self) -> Settings:

@@ -91,25 +91,36 @@ def create_provider(model_id: str, settings: Settings) -> Provider:
         ConfigError: a malformed id, an unknown provider, a provider that cannot be imported,
             or the provider's own configuration errors (missing key).
     """
+    provider, model, target = _parse(model_id)
+    if target is None:
+        raise ConfigError(model_id_problem(model_id) or model_id, detail={"model": model_id})
+    return _load(provider, target)(model, settings)
+
+
+def _parse(model_id: str) -> tuple[str, str, str | None]:
+    """``(provider, model, "module:function" or None when malformed or unknown)``."""
     provider, sep, model = model_id.partition(":")
     provider = provider.strip().lower()
     model = model.strip()
     if not sep or not provider or not model:
-        raise ConfigError(
-            f"invalid model id {model_id!r}: expected PROVIDER:MODEL, e.g. {DEFAULT_OPENAI_MODEL!r}",
-            detail={"model": model_id},
-        )
+        return provider, model, None
     # A built-in id names the built-in adapter (entry points add providers; they are scanned
     # only for another id, so the usual lookup reads no package metadata).
-    target = _BUILTIN.get(provider)
-    targets = _BUILTIN if target is not None else _targets()
-    target = target or targets.get(provider)
-    if target is None:
-        raise ConfigError(
-            f"unknown provider {provider!r} in model id {model_id!r}; known: {', '.join(sorted(targets))}",
-            detail={"model": model_id},
-        )
-    return _load(provider, target)(model, settings)
+    return provider, model, _BUILTIN.get(provider) or _targets().get(provider)
+
+
+def model_id_problem(model_id: str) -> str | None:
+    """Why ``model_id`` names no provider (None when it does), without importing one.
+
+    The settings loader checks a configured ``model`` with it, so a bad id is a config error
+    naming its file and line (or variable) in every command, not a failure of the first turn.
+    """
+    provider, model, target = _parse(model_id)
+    if target is not None:
+        return None
+    if not provider or not model or ":" not in model_id:
+        return f"invalid model id {model_id!r}: expected PROVIDER:MODEL, e.g. {DEFAULT_OPENAI_MODEL!r}"
+    return f"unknown provider {provider!r} in model id {model_id!r}; known: {', '.join(sorted(_targets()))}"
 
 
 def resolve_model_id(settings: Settings) -> str:

@@ -48,6 +48,18 @@ BAD = [
         "[limits]\nsession_usd = -3\n",
         ["[limits].session_usd = -3", "line 2", "greater than"],
     ),
+    (  # before: exit 1 at the first turn, with no file or line (sessions list passed)
+        'model = "nope:x"\n',
+        ['model = "nope:x"', "line 1", "unknown provider 'nope'"],
+    ),
+    (
+        'model = "gpt-4o"\n',
+        ['model = "gpt-4o"', "line 1", "expected PROVIDER:MODEL"],
+    ),
+    (  # before: exit 1, printed twice, no file or line; the password stays masked
+        'journal = "mysql://u:hunter2@db/x"\n',
+        ['journal = "mysql://u:***@db/x"', "line 1", "not a postgresql:// URL"],
+    ),
     (
         'durability = "sometimes"\n',
         ['durability = "sometimes"', "line 1", "'normal' or 'full'"],
@@ -172,3 +184,16 @@ def test_a_bad_serve_limit_is_a_usage_error(tmp_path: Path, pair: str) -> None:
     line = _one_line(proc)
     assert proc.returncode == 2, (proc.returncode, line)
     assert line.startswith("acagent: error: --limit "), line
+
+
+def test_a_bad_model_flag_or_variable_names_its_source(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    for args, env, source in (
+        (["run", "--model", "nope:x", "hi"], {}, "from --model"),
+        (["run", "hi"], {"ACAGENT_MODEL": "nope:x"}, "from ACAGENT_MODEL"),
+    ):
+        proc = _acagent(home, *args, env_extra=env)
+        line = _one_line(proc)
+        assert proc.returncode == 2, (proc.returncode, line)
+        assert f'model = "nope:x" {source}' in line and "unknown provider" in line, line
