@@ -18,7 +18,13 @@ if str(REPO) not in sys.path:
 
 from tests.mockprovider import MockProvider  # noqa: E402
 
-_PROVIDER_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ACAGENT_MODEL")
+_PROVIDER_VARS = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ACAGENT_MODEL",
+)
 
 
 @pytest.fixture
@@ -34,7 +40,11 @@ class Cli:
     env: dict[str, str]
 
     def __call__(
-        self, *args: str, cwd: Path | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None,
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        timeout: float = 60,
+        extra_env: dict[str, str] | None = None,
         check: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         env = {**self.env, **(extra_env or {})}
@@ -48,10 +58,14 @@ class Cli:
             stdin=subprocess.DEVNULL,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"acagent {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"acagent {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
-    def popen(self, *args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    def popen(
+        self, *args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "acagent", *args],
             cwd=cwd,
@@ -99,7 +113,9 @@ def pg_server() -> Iterator[object]:
 
     bin_dir = find_pg_bin()
     if bin_dir is None:
-        pytest.skip("PostgreSQL binaries not found under /usr/lib/postgresql/*/bin (apt-get install postgresql)")
+        pytest.skip(
+            "PostgreSQL binaries not found under /usr/lib/postgresql/*/bin (apt-get install postgresql)"
+        )
     with PgServer(bin_dir) as server:
         server.psql("CREATE DATABASE acagent_tests TEMPLATE template0")
         yield server

@@ -28,12 +28,21 @@ FINAL = "All appended."
 
 def _openai_first(command: str) -> list[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        body = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         return ("data: " + json.dumps(body) + "\n\n").encode()
 
-    call = {"index": 0, "id": "call_append", "type": "function",
-            "function": {"name": "shell", "arguments": json.dumps({"command": command})}}
+    call = {
+        "index": 0,
+        "id": "call_append",
+        "type": "function",
+        "function": {"name": "shell", "arguments": json.dumps({"command": command})},
+    }
     return [
         chunk({"role": "assistant", "content": "Appending "}),
         chunk({"content": "the line "}),
@@ -51,21 +60,48 @@ def _anthropic_first(command: str) -> list[bytes]:
         return ev("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d})
 
     return [
-        ev("message_start", {"type": "message_start", "message": {
-            "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "mock",
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 1}}})
-        + ev("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": {"type": "text", "text": ""}}),
+        ev(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "mock",
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 5, "output_tokens": 1},
+                },
+            },
+        )
+        + ev(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
         delta(0, {"type": "text_delta", "text": "Appending "}),
         delta(0, {"type": "text_delta", "text": "the line "}),
         delta(0, {"type": "text_delta", "text": "now."}),
         ev("content_block_stop", {"type": "content_block_stop", "index": 0})
-        + ev("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
-            "type": "tool_use", "id": "toolu_append", "name": "shell", "input": {}}})
+        + ev(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "id": "toolu_append", "name": "shell", "input": {}},
+            },
+        )
         + delta(1, {"type": "input_json_delta", "partial_json": json.dumps({"command": command})})
         + ev("content_block_stop", {"type": "content_block_stop", "index": 1})
-        + ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                               "usage": {"output_tokens": 9}})
+        + ev(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 9},
+            },
+        )
         + ev("message_stop", {"type": "message_stop"}),
     ]
 
@@ -95,7 +131,9 @@ def _journal(home: Path) -> sqlite3.Connection:
 
 
 def _check_seqs(db: sqlite3.Connection, sid: str) -> list[tuple[int, str, str]]:
-    rows = db.execute("SELECT seq, type, payload FROM event WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
+    rows = db.execute(
+        "SELECT seq, type, payload FROM event WHERE session_id = ? ORDER BY seq", (sid,)
+    ).fetchall()
     seqs = [r[0] for r in rows]
     last_seq = db.execute("SELECT last_seq FROM session WHERE id = ?", (sid,)).fetchone()[0]
     assert seqs == list(range(1, last_seq + 1)), "seqs must be 1..last_seq without gaps"
@@ -117,21 +155,33 @@ MATRIX: dict[str, tuple[int, bool]] = {
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("point", list(MATRIX))
-def test_crash_at_point_then_resume_finishes_turn(cli: Any, mock: MockProvider, workspace: Path, provider: str,
-                                                  point: str) -> None:
+def test_crash_at_point_then_resume_finishes_turn(
+    cli: Any, mock: MockProvider, workspace: Path, provider: str, point: str
+) -> None:
     """SIGKILL at the point, `run --resume ID` finishes the turn with the invariants intact."""
     log = workspace / "log.txt"
     command = f"echo appended >> {log}; sleep 1"
     mock.default = _responder(provider, command)
     base = _base_url(mock, provider)
-    first = cli("run", "--yes", "--model", f"{provider}:mock", "--base-url", base, "append a line",
-                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": point})
+    first = cli(
+        "run",
+        "--yes",
+        "--model",
+        f"{provider}:mock",
+        "--base-url",
+        base,
+        "append a line",
+        cwd=workspace,
+        extra_env={"ACAGENT_CRASH_AT": point},
+    )
     assert first.returncode == -signal.SIGKILL, (first.returncode, first.stderr)
     db = _journal(cli.home)
     sid, status = db.execute("SELECT id, status FROM session").fetchone()
     assert status in ("running", "waiting_tool")
 
-    second = cli("run", "--resume", sid, "--yes", "--model", f"{provider}:mock", "--base-url", base, cwd=workspace)
+    second = cli(
+        "run", "--resume", sid, "--yes", "--model", f"{provider}:mock", "--base-url", base, cwd=workspace
+    )
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == FINAL
 
@@ -140,7 +190,8 @@ def test_crash_at_point_then_resume_finishes_turn(cli: Any, mock: MockProvider, 
     assert [r.status for r in requests] == [200] * len(requests), [r.error for r in requests]
     assert len(requests) == expected_requests
     status, llm_calls, retries = db.execute(
-        "SELECT status, llm_calls, llm_retries FROM session WHERE id = ?", (sid,)).fetchone()
+        "SELECT status, llm_calls, llm_retries FROM session WHERE id = ?", (sid,)
+    ).fetchone()
     assert status == "done"
     # Every request that went out is an attempt in the journal; an attempt recorded inflight right
     # before the crash may not have reached the mock (after_step_inflight).
@@ -175,8 +226,17 @@ def test_crash_mid_tool_kills_orphaned_process_group(cli: Any, mock: MockProvide
     pidfile = workspace / "sleep.pid"
     command = f"sleep 60 & echo $! > {pidfile}; wait"
     mock.default = _responder("openai", command)
-    first = cli("run", "--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go",
-                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": "mid_tool"})
+    first = cli(
+        "run",
+        "--yes",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        "go",
+        cwd=workspace,
+        extra_env={"ACAGENT_CRASH_AT": "mid_tool"},
+    )
     assert first.returncode == -signal.SIGKILL
     import os
     import time
@@ -187,8 +247,17 @@ def test_crash_mid_tool_kills_orphaned_process_group(cli: Any, mock: MockProvide
     pid = int(pidfile.read_text())
     os.kill(pid, 0)  # the orphan is alive before recovery
     sid = _journal(cli.home).execute("SELECT id FROM session").fetchone()[0]
-    second = cli("run", "--resume", sid, "--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url,
-                 cwd=workspace)
+    second = cli(
+        "run",
+        "--resume",
+        sid,
+        "--yes",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        cwd=workspace,
+    )
     assert second.returncode == 0, second.stderr
     deadline = time.time() + 5
     while time.time() < deadline:
@@ -208,15 +277,33 @@ def test_crash_while_approval_pending_keeps_it_pending(cli: Any, mock: MockProvi
     """Killed in waiting_user: the approval survives; resuming re-sends it and answering continues."""
     log = workspace / "log.txt"
     mock.default = _responder("openai", f"echo appended >> {log}")
-    first = cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go", cwd=workspace,
-                extra_env={"ACAGENT_CRASH_AT": "waiting_approval"})
+    first = cli(
+        "run",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        "go",
+        cwd=workspace,
+        extra_env={"ACAGENT_CRASH_AT": "waiting_approval"},
+    )
     assert first.returncode == -signal.SIGKILL
     db = _journal(cli.home)
     sid, status = db.execute("SELECT id, status FROM session").fetchone()
     assert status == "waiting_user"
     assert db.execute("SELECT approval FROM tool_call").fetchone()[0] == "pending"
-    second = cli("run", "--resume", sid, "--yes", "--json", "--model", "openai:mock", "--base-url",
-                 mock.openai_base_url, cwd=workspace)
+    second = cli(
+        "run",
+        "--resume",
+        sid,
+        "--yes",
+        "--json",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        cwd=workspace,
+    )
     assert second.returncode == 0, second.stderr
     events = [json.loads(line) for line in second.stdout.splitlines()]
     assert events[0]["type"] == "approval.requested"  # re-sent although its seq is before the cursor
@@ -226,21 +313,44 @@ def test_crash_while_approval_pending_keeps_it_pending(cli: Any, mock: MockProvi
     _check_seqs(db, sid)
 
 
-def test_resume_of_a_pending_approval_with_no_terminal_exits_3(cli: Any, mock: MockProvider, workspace: Path) -> None:
+def test_resume_of_a_pending_approval_with_no_terminal_exits_3(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
     """Killed in waiting_user, then `run --resume` with no terminal and no --yes: exit 3 at once.
     The re-sent approval reached the client before the resumed turn was current, so its cancel
     missed that turn and the resume waited for an answer forever (no approval timeout). An earlier
     command on the data dir (`sessions list`) sets up the timing that loses the race."""
     log = workspace / "log.txt"
     mock.script(openai_tool_calls([("call_1", "shell", {"command": f"echo appended >> {log}"})]))
-    first = cli("run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go", cwd=workspace,
-                extra_env={"ACAGENT_CRASH_AT": "waiting_approval", "OPENAI_API_KEY": "k"})
+    first = cli(
+        "run",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        "go",
+        cwd=workspace,
+        extra_env={"ACAGENT_CRASH_AT": "waiting_approval", "OPENAI_API_KEY": "k"},
+    )
     assert first.returncode == -signal.SIGKILL
     db = _journal(cli.home)
     (sid,) = db.execute("SELECT id FROM session").fetchone()
-    cli("sessions", "list", "--all", cwd=workspace, check=True)  # as a user would look first (the race needs it)
-    second = cli("run", "--resume", sid, "--json", "--model", "openai:mock", "--base-url", mock.openai_base_url,
-                 cwd=workspace, timeout=30, extra_env={"OPENAI_API_KEY": "k"})  # --json + key: the racy timing
+    cli(
+        "sessions", "list", "--all", cwd=workspace, check=True
+    )  # as a user would look first (the race needs it)
+    second = cli(
+        "run",
+        "--resume",
+        sid,
+        "--json",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        cwd=workspace,
+        timeout=30,
+        extra_env={"OPENAI_API_KEY": "k"},
+    )  # --json + key: the racy timing
     assert second.returncode == 3, second.stderr
     assert "no terminal to ask" in second.stderr and "Traceback" not in second.stderr
     assert db.execute("SELECT status FROM session").fetchone()[0] == "cancelled"
@@ -255,8 +365,17 @@ def test_any_cli_start_reaps_orphaned_tool_processes(cli: Any, mock: MockProvide
 
     pidfile = workspace / "sleep.pid"
     mock.default = _responder("openai", f"sleep 60 & echo $! > {pidfile}; wait")
-    first = cli("run", "--yes", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go",
-                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": "mid_tool"})
+    first = cli(
+        "run",
+        "--yes",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        mock.openai_base_url,
+        "go",
+        cwd=workspace,
+        extra_env={"ACAGENT_CRASH_AT": "mid_tool"},
+    )
     assert first.returncode == -signal.SIGKILL
     deadline = time.time() + 5
     while not (pidfile.exists() and pidfile.read_text().strip()) and time.time() < deadline:
@@ -277,7 +396,9 @@ def test_any_cli_start_reaps_orphaned_tool_processes(cli: Any, mock: MockProvide
         time.sleep(0.05)
     else:
         pytest.fail("the orphaned sleep survived")
-    status = _journal(cli.home).execute("SELECT status FROM session ORDER BY created_at LIMIT 1").fetchone()[0]
+    status = (
+        _journal(cli.home).execute("SELECT status FROM session ORDER BY created_at LIMIT 1").fetchone()[0]
+    )
     assert status == "waiting_tool"  # still resumable with `run --resume`
 
 
@@ -289,13 +410,32 @@ def test_resume_after_an_empty_reply_committed_before_turn_completed_ends_f50(
     "step already done" branch reported progress and the resume looped forever)."""
     mock.default = lambda body: openai_text("")
     base = mock.openai_base_url
-    first = cli("run", "--yes", "--model", "openai:mock", "--base-url", base, "say nothing",
-                cwd=workspace, extra_env={"ACAGENT_CRASH_AT": "after_step_commit"})
+    first = cli(
+        "run",
+        "--yes",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        base,
+        "say nothing",
+        cwd=workspace,
+        extra_env={"ACAGENT_CRASH_AT": "after_step_commit"},
+    )
     assert first.returncode == -signal.SIGKILL, (first.returncode, first.stderr)
     db = _journal(cli.home)
     sid = db.execute("SELECT id FROM session").fetchone()[0]
-    second = cli("run", "--resume", sid, "--yes", "--model", "openai:mock", "--base-url", base, cwd=workspace,
-                 timeout=45)
+    second = cli(
+        "run",
+        "--resume",
+        sid,
+        "--yes",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        base,
+        cwd=workspace,
+        timeout=45,
+    )
     assert second.returncode == 0, second.stderr
     status = db.execute("SELECT status FROM session WHERE id = ?", (sid,)).fetchone()[0]
     assert status == "done"

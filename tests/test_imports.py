@@ -135,7 +135,6 @@ def test_runner_modules_have_no_import_circle() -> None:
             walk(node)
 
 
-
 # ------------------------------------------------------------------------------------ sizes
 
 MAX_MODULE_LINES = 450

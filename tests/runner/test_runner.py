@@ -34,7 +34,6 @@ from tests.mockprovider import (
 pytestmark = pytest.mark.anyio
 
 
-
 def settings_for(home: Path, mock: MockProvider, provider: str, **over: Any) -> Any:
     base = mock.openai_base_url if provider == "openai" else mock.anthropic_base_url
     return load_settings({"home": str(home), "base_url": base, "model": f"{provider}:mock", **over}, env={})

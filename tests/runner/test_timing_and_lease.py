@@ -34,7 +34,9 @@ def test_timing_from_env_is_validated(tmp_path: Path) -> None:
     """ACAGENT_TIMING_* overrides go through the same check at start-up."""
     with pytest.raises(ConfigError, match="lease_renew_s < lease_ttl_s / 2"):
         load_settings({"home": str(tmp_path)}, env={"ACAGENT_TIMING_LEASE_TTL_S": "5"})
-    s = load_settings({"home": str(tmp_path)}, env={"ACAGENT_TIMING_LEASE_TTL_S": "5", "ACAGENT_TIMING_LEASE_RENEW_S": "1"})
+    s = load_settings(
+        {"home": str(tmp_path)}, env={"ACAGENT_TIMING_LEASE_TTL_S": "5", "ACAGENT_TIMING_LEASE_RENEW_S": "1"}
+    )
     assert s.timing.lease_ttl_s == 5
 
 
@@ -42,7 +44,7 @@ def test_config_file_errors_are_clear(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("model = \n")
     with pytest.raises(ConfigError, match=r"config\.toml"):
         load_settings({"home": str(tmp_path)}, env={})
-    (tmp_path / "config.toml").write_text('unknown_key = 1\n')
+    (tmp_path / "config.toml").write_text("unknown_key = 1\n")
     with pytest.raises(ConfigError, match="unknown_key"):
         load_settings({"home": str(tmp_path)}, env={})
 
@@ -66,7 +68,8 @@ async def test_worker_that_loses_its_lease_aborts_and_writes_nothing_more(tmp_pa
         # Simulate a takeover by another process: bump the fencing token under a new owner.
         await reg.journal._run(
             lambda db: db.execute(
-                "UPDATE session SET lease_owner = 'other', fencing_token = fencing_token + 1 WHERE id = ?", (row.id,)
+                "UPDATE session SET lease_owner = 'other', fencing_token = fencing_token + 1 WHERE id = ?",
+                (row.id,),
             )
         )
         before = (await reg.journal.get_session(row.id)).last_seq
