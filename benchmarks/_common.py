@@ -8,6 +8,7 @@ The same sizes are used for the peers (LangGraph, the naive JSON file).
 from __future__ import annotations
 
 import cProfile
+import functools
 import io
 import os
 import pstats
@@ -51,7 +52,16 @@ TOOL_ARG = ("tests/test_server.py::test_reconnect " * 25)[:800]
 
 
 def echo_tools() -> dict[str, Any]:
-    """``{"echo": EchoTool()}``: a trivial read-only in-process tool (no subprocess, no approval)."""
+    """``{"echo": EchoTool()}``: a trivial read-only in-process tool (no subprocess, no approval).
+
+    A fresh instance of one class, as :func:`acagent.tools.default_tools` gives (a class made per
+    call would defeat the process-wide schema cache and cost every session a pydantic schema).
+    """
+    return {"echo": _echo_tool_class()()}
+
+
+@functools.cache
+def _echo_tool_class() -> Any:
     from pydantic import BaseModel, ConfigDict
 
     from acagent.tools import Tool, ToolResult
@@ -70,7 +80,7 @@ def echo_tools() -> dict[str, Any]:
         async def run(self, args: Any, ctx: Any) -> Any:
             return ToolResult(args.text)
 
-    return {"echo": EchoTool()}
+    return EchoTool
 
 
 def scripted_factory(*, tool_calls: bool = True, delay_s: float = 0.0) -> Callable[[Any], Any]:

@@ -24,7 +24,7 @@ from anyio.abc import TaskGroup
 from acagent._pids import pid_is_dead
 from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, UserError
 from acagent.providers._base import Provider
-from acagent.runner._runner import InProcessRunner
+from acagent.runner._runner import BusyCount, InProcessRunner
 from acagent.runner._sdk import prewarm
 from acagent.runner._transcripts import TranscriptKeeper
 from acagent.settings import Settings
@@ -93,6 +93,8 @@ class SessionRegistry(TranscriptKeeper):
         self._pumps: dict[str, anyio.Event] = {}
         self._transcript_started: set[str] = set()
         self._held_since: dict[Any, float] = {}
+        self._busy = BusyCount()
+        """Runners accepting or running a turn, kept by the runners themselves."""
         """Lease → when it was last renewed (or first seen held), local monotonic clock."""
 
     @classmethod
@@ -247,6 +249,7 @@ class SessionRegistry(TranscriptKeeper):
             self._provider_factory,
             tools=tools,
             interactive=self._interactive,
+            busy=self._busy,
         )
         self.runners[session_id] = runner
         if self._prewarm:
@@ -254,8 +257,8 @@ class SessionRegistry(TranscriptKeeper):
         return runner
 
     def busy_count(self) -> int:
-        """Runners with a turn in progress."""
-        return sum(1 for r in self.runners.values() if r.is_busy and not r.finishing)
+        """Runners with a turn in progress (accepting or running; O(1): a running count)."""
+        return self._busy.value
 
     async def start_turn(self, session_id: str, text: str | None) -> tuple[InProcessRunner, str]:
         """Start a turn (or finish an interrupted one when ``text`` is None).

@@ -56,7 +56,7 @@ from acagent.runner._window import RequestEstimator, bytes_to_tokens
 from acagent.runner._writer import crash_point
 from acagent.store import ACTIVE, ToolCallRow
 
-__all__ = ["AgentRunner", "InProcessRunner", "RunnerState", "SubscriberEvicted", "pid_is_dead"]
+__all__ = ["AgentRunner", "BusyCount", "InProcessRunner", "RunnerState", "SubscriberEvicted", "pid_is_dead"]
 
 log = logging.getLogger("acagent.runner")
 
@@ -67,14 +67,29 @@ is being handed to another daemon of a cluster (SIGTERM drain: the turn stays ac
 continues it)."""
 
 
+_COUNTED = (RunnerState.ACCEPTING, RunnerState.RUNNING)
+"""States that count against ``max_sessions`` (a ``FINISHING`` turn's end is committed)."""
+
+
+class BusyCount:
+    """How many runners of a process are accepting or running a turn (``value``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
 class InProcessRunner(CancelPaths, SessionPorts):
     """The in-process :class:`AgentRunner` (see module docstring); built like :class:`SessionPorts`."""
 
     loop = AgenticLoop()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, busy: BusyCount | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.state = RunnerState.IDLE
+        self._busy = busy if busy is not None else BusyCount()
+        """The process's count of runners accepting or running a turn (shared by the registry)."""
+        self._state = RunnerState.IDLE
         self.turn: Turn | None = None
         """The turn in progress (None when idle)."""
         self.halted: TurnHalted | None = None
@@ -86,6 +101,18 @@ class InProcessRunner(CancelPaths, SessionPorts):
         self._turn_done.set()
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> RunnerState:
+        """The runner's one lifecycle state (see module docstring)."""
+        return self._state
+
+    @state.setter
+    def state(self, new: RunnerState) -> None:
+        # The registry's cap check reads a running count (O(1) per turn), kept here, where the
+        # state changes, instead of scanning every runner (benchmarks figure 5).
+        self._busy.value += (new in _COUNTED) - (self._state in _COUNTED)
+        self._state = new
 
     @property
     def is_busy(self) -> bool:

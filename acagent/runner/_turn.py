@@ -49,7 +49,28 @@ from acagent.store._transcript import transcript_path
 from acagent.tools import ApprovalPolicy, Tool, ToolContext, ToolResult, secret_values
 from acagent.tools._blob import blob_dir_for
 
-__all__ = ["Turn"]
+__all__ = ["Turn", "tool_definition"]
+
+_DEFINITIONS: dict[type[Tool], ToolDefinition] = {}
+"""One definition per tool class, for the whole process (every session offers the same)."""
+
+
+def tool_definition(tool: Tool) -> ToolDefinition:
+    """The definition offered to the model for ``tool``; built once per tool class in a process.
+
+    A tool whose name, description or schema is its instance's own (an MCP server's tool) gets a
+    definition of its own each time.
+    """
+    cls = type(tool)
+    shared = cls.parameters_schema is Tool.parameters_schema and not (
+        "name" in vars(tool) or "description" in vars(tool)
+    )
+    if not shared:
+        return ToolDefinition(tool.name, tool.description, tool.parameters_schema())
+    definition = _DEFINITIONS.get(cls)
+    if definition is None:
+        definition = _DEFINITIONS[cls] = ToolDefinition(tool.name, tool.description, tool.parameters_schema())
+    return definition
 
 
 @dataclass(eq=False)
@@ -154,9 +175,7 @@ class Turn:
         if not await self.tools_enabled():
             return []
         if self.tool_definitions is None:
-            self.tool_definitions = [
-                ToolDefinition(t.name, t.description, t.parameters_schema()) for t in self.tools.values()
-            ]
+            self.tool_definitions = [tool_definition(t) for t in self.tools.values()]
         return self.tool_definitions
 
     def tool_context(

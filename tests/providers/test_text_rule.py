@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import acagent._text as text_rule
 from acagent._text import clean_text, clean_value
 from acagent.runner import SessionRegistry
 from tests.cases.conftest import journal_events, open_session, session_transcript, settings_for
@@ -45,6 +46,23 @@ def test_clean_value_walks_containers_and_keeps_identity() -> None:
     assert clean_value(payload) == {"a": ["x", ("y", {f"k{R}": f"v{R}"})], "n": 1}
     same = {"a": ["x"], "b": 2}
     assert clean_value(same) is same
+
+
+def test_clean_value_takes_no_walk_when_nothing_needs_replacing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit maps its payloads and ops: the common clean case is one C-speed check, no
+    Python walk per string (it was thousands of calls per turn, benchmarks figure 1)."""
+    walked: list[object] = []
+    real = text_rule._clean
+    monkeypatch.setattr(text_rule, "_clean", lambda v: walked.append(v) or real(v))
+    payload = {"message": {"parts": [{"text": "caf\u00e9 " * 200, "n": 1}], "ok": True}, "l": [1.5, None]}
+    assert clean_value(payload) is payload
+    assert walked == []
+    # what needs replacing, or what the check cannot read, still takes the walk
+    assert clean_value({"a": "x\x00"}) == {"a": f"x{R}"}
+    assert clean_value({"a": ["\ud800"]}) == {"a": [R]}
+    assert clean_value({1: "\x00"}) == {1: R}
+    assert clean_value({"a": "literal \\u0000"}) == {"a": "literal \\u0000"}
+    assert len(walked) >= 4
 
 
 async def test_a_real_turn_maps_every_view(tmp_path: Path, mock: MockProvider, workspace: Path) -> None:
