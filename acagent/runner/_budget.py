@@ -66,14 +66,17 @@ class Budget:
         *,
         input_tokens: int | None,
         turn_starting: bool = False,
+        limits: Limits | None = None,
     ) -> BudgetExceeded | None:
         """The first cap the next call (or the turn about to start) would break, or None.
 
         Args:
             input_tokens: estimated input tokens of the call; None checks spend only (turn start).
             turn_starting: count the turn about to start against ``session_turns``.
+            limits: the :meth:`effective_limits` already read for this turn (None: read them).
         """
-        limits = await self.effective_limits(journal, session_id)
+        if limits is None:
+            limits = await self.effective_limits(journal, session_id)
         caps = (limits.session_usd, limits.session_tokens, limits.session_turns, limits.daily_usd)
         if all(c is None for c in caps):
             return None

@@ -1,9 +1,11 @@
 """AgenticLoop: drive one turn from the journal's state, one LLM step at a time.
 
 The loop holds no session state: every decision is taken from the journal (open tool-call rows,
-step attempts) and the in-memory context the :class:`SessionWriter` keeps in step with it. The
-same :meth:`AgenticLoop.run_turn` therefore runs a fresh turn and finishes a turn a dead process
-left behind:
+step attempts) and the in-memory context the :class:`SessionWriter` keeps in step with it. What
+this turn's own commits just wrote is not read back (``Turn.open_calls``, ``Turn.fresh_seq``:
+under the lease nobody else writes this turn's rows); a resumed turn reads it. The same
+:meth:`AgenticLoop.run_turn` therefore runs a fresh turn and finishes a turn a dead process left
+behind:
 
 1. open tool calls of the turn → run them (or wait for their approval) until all are terminal
    (invariant 4: the model is woken only when every tool call of the step is terminal);
@@ -82,9 +84,15 @@ class AgenticLoop:
         """Drive ``turn`` to ``turn.completed`` (or raise :class:`TurnEnded`)."""
         while True:
             await refresh_tools(turn)
-            open_calls = await turn.journal.tool_calls(turn.session_id, turn_id=turn.turn_id, open_only=True)
+            open_calls, turn.open_calls = turn.open_calls, None
+            if open_calls is None:  # not known here (a resumed turn): the journal says
+                open_calls = await turn.journal.tool_calls(
+                    turn.session_id, turn_id=turn.turn_id, open_only=True
+                )
             if open_calls:
                 await self.executor.run_open_calls(turn, open_calls)
+                if all(row.terminal for row in open_calls):
+                    turn.open_calls = []
                 crash_point("after_tool_result_before_wake", turn.settings.crash_at)
                 continue
             messages = turn.context.messages
@@ -172,6 +180,9 @@ def _retry_payload(
 async def _resume_attempts(turn: Turn, step_id: str) -> tuple[int, int] | None:
     """``(next attempt, crash-killed attempts so far)`` of the step, or None when it is already
     done for this very context (its reply was empty, F50)."""
+    fresh, turn.fresh_seq = turn.fresh_seq, None
+    if fresh is not None and fresh == turn.context.last_seq:
+        return 1, 0  # this turn's own commit made this context: no attempt of its step exists
     attempts = await turn.journal.step_attempts(turn.session_id, step_id)
     # A crash-killed attempt is not a provider failure (F56): only provider failures spend
     # ``step_max_attempts``; crashes have their own, larger bound (a crash loop still ends).
@@ -204,7 +215,11 @@ async def _check_can_call(turn: Turn, attempt: int, crashed: int, est_tokens: in
         message = f"the process making this LLM call died {crashed} times; not trying again"
         await turn.fail(error_type="crash_loop", message=message, retryable=True)
         raise TurnEnded
-    exceeded = await turn.budget.check(turn.journal, turn.session_id, turn.model, input_tokens=est_tokens)
+    if turn.limits is None:
+        turn.limits = await turn.budget.effective_limits(turn.journal, turn.session_id)
+    exceeded = await turn.budget.check(
+        turn.journal, turn.session_id, turn.model, input_tokens=est_tokens, limits=turn.limits
+    )
     if exceeded is not None:  # stop before the call that would break a cap
         await turn.fail(error_type=exceeded.code, message=exceeded.message, detail=exceeded.detail)
         raise TurnEnded

@@ -20,6 +20,7 @@ from acagent.obs import metrics, provider_of, span
 from acagent.providers._base import ModelRequest, Response, TextDelta
 from acagent.providers._parts import OUTPUT_LIMIT_ERROR
 from acagent.runner._budget import usage_event
+from acagent.runner._results import intent_row
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
 from acagent.store import ACTIVE, FinishStep, InsertToolCall, SetStatus
@@ -140,9 +141,12 @@ async def commit_reply(turn: Turn, step_id: str, request_id: str, attempt: int, 
         ops.extend(end_ops)
     else:
         ops.append(SetStatus("waiting_tool" if calls else "running", ACTIVE, turn_id=turn_id))
-    await turn.writer.commit(events, ops=ops)
+    await turn.commit(events, ops)
     if ends:
         turn.completed()
+        return
+    # the loop's next look at this turn's open calls: exactly the intents just committed
+    turn.open_calls = [intent_row(turn.session_id, op) for op in ops if isinstance(op, InsertToolCall)]
 
 
 async def _unique_call_ids(turn: Turn, response: Response) -> list[Any]:

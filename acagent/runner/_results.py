@@ -5,12 +5,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
+from acagent._text import clean_value
 from acagent.events import make_payload
 from acagent.messages import Message, TextPart
-from acagent.store import ToolCallRow, UpdateToolCall
+from acagent.store import InsertToolCall, ToolCallRow, UpdateToolCall
 from acagent.tools import ToolResult
 
-__all__ = ["MAX_TOOL_OUTPUT_KEPT", "close_row", "partial_message", "result_event", "tool_call_arguments"]
+__all__ = [
+    "MAX_TOOL_OUTPUT_KEPT",
+    "close_row",
+    "intent_row",
+    "partial_message",
+    "result_event",
+    "tool_call_arguments",
+]
 
 MAX_TOOL_OUTPUT_KEPT = 64 * 1024
 """Bytes of live tool output kept per call for the partial result of an interrupted call."""
@@ -54,4 +64,28 @@ def close_row(
         "done" if result.status == "ok" else "failed",
         (row.status,),
         (("result_status", result.status),),
+    )
+
+
+def intent_row(session_id: str, op: InsertToolCall) -> ToolCallRow:
+    """The row that committing ``op`` wrote, as :meth:`Journal.tool_calls` would read it back
+    (the text rule applied, as the commit applies it), so the loop need not read it back."""
+    op = clean_value(op)
+    return ToolCallRow(
+        session_id=session_id,
+        tool_call_id=op.tool_call_id,
+        turn_id=op.turn_id,
+        step_id=op.step_id,
+        idx=op.idx,
+        name=op.name,
+        arguments=orjson.dumps(op.arguments).decode(),
+        arguments_error=op.arguments_error,
+        status=op.status,
+        approval=op.approval,
+        approval_note=None,
+        runner=None,
+        pid=None,
+        run_expires_at=None,
+        idempotent=int(op.idempotent),
+        result_status=None,
     )

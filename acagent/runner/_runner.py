@@ -221,17 +221,26 @@ class InProcessRunner(CancelPaths, SessionPorts):
             raise UserError(
                 f"session {self.session_id} has no interrupted turn to finish (it is {row.status!r})"
             )
+        limits = None
         if resume_turn is None:
             # A turn whose first call would break a cap is refused before anything is written
             # (the daemon answers 429): the same estimate the loop checks before that call.
             first_call = self.estimator.estimate(self.system_prompt, self.context.messages)
             first_call += bytes_to_tokens(len((user_input or "").encode("utf-8", "surrogatepass")))
-            budget_for(self.settings).raise_if(
-                await budget_for(self.settings).check(
-                    self.journal, self.session_id, self.model_id, input_tokens=first_call, turn_starting=True
+            budget = budget_for(self.settings)
+            limits = await budget.effective_limits(self.journal, self.session_id)  # read once per turn
+            budget.raise_if(
+                await budget.check(
+                    self.journal,
+                    self.session_id,
+                    self.model_id,
+                    input_tokens=first_call,
+                    turn_starting=True,
+                    limits=limits,
                 )
             )
         first = self._new_turn(resume_turn or new_turn or "")
+        first.limits = limits
         self.turn = first
         if resume_turn is None and user_input is not None:
             await self._accept(first, user_input)

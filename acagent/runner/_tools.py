@@ -65,7 +65,8 @@ class ToolExecutor:
 
     async def _finish(self, turn: Turn, turn_id: str, row: ToolCallRow, result: ToolResult) -> None:
         event, op = close_row(turn_id, row, result)
-        await turn.writer.commit([event], ops=[op])
+        await turn.commit([event], [op])
+        row.status = op.to
         metrics().tool_call(row.name, result.status)
         if result.status == "interrupted":
             metrics().tool_interrupted(row.name)
@@ -183,9 +184,8 @@ class ToolExecutor:
             text = "not run: denied by the user" if decision == "deny" else "not run: approval timed out"
             result = ToolResult(text + (f" ({note})" if note and decision == "deny" else ""), status="denied")
             event, op = close_row(turn_id, row, result)
-            await turn.writer.commit(
-                [resolved, event], ops=[op, SetStatus("waiting_tool", ACTIVE, turn_id=turn_id)]
-            )
+            await turn.commit([resolved, event], [op, SetStatus("waiting_tool", ACTIVE, turn_id=turn_id)])
+            row.status = op.to
             return False
         ops: list[Any] = [
             UpdateToolCall(row.tool_call_id, "dispatched", ("waiting_user",)),

@@ -130,6 +130,15 @@ class Turn:
     estimator: Any = None
     """The session's :class:`~acagent.runner._window.RequestEstimator` (compaction, caps)."""
     started_at: float = field(default_factory=time.monotonic)
+    open_calls: list[ToolCallRow] | None = None
+    """This turn's open tool calls as this process last committed them, for the loop's next look
+    (None: read them from the journal). Under the lease nobody else writes this turn's rows."""
+    fresh_seq: int | None = None
+    """A context seq produced by this turn's own commit, at which no step has been looked up yet:
+    the step for it has no attempts in the journal (its step id names that seq), so the loop need
+    not read them. Used once."""
+    limits: Any = None
+    """The session's effective caps (``Budget.effective_limits``), read once per turn."""
     _approval_wake: dict[str, anyio.Event] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ interrupts
@@ -163,6 +172,13 @@ class Turn:
         self.on_end()
 
     # ------------------------------------------------------------------ ports
+
+    async def commit(self, events: list[tuple[str, dict[str, Any]]], ops: list[Any]) -> None:
+        """:meth:`SessionWriter.commit`, noting a context seq this commit produced (``fresh_seq``)."""
+        before = self.context.last_seq
+        await self.writer.commit(events, ops=ops)
+        if self.context.last_seq != before:
+            self.fresh_seq = self.context.last_seq
 
     async def tools_enabled(self) -> bool:
         """Whether tools are offered to the model (``--tools``; off by default for the local model)."""
@@ -268,13 +284,14 @@ class Turn:
         ]
         if title is not None:
             ops.append(SetTitle(title))
-        await self.writer.commit(
+        await self.commit(
             [
                 ("turn.started", make_payload("turn.started", turn_id=self.turn_id)),
                 ("user.message", make_payload("user.message", turn_id=self.turn_id, text=text)),
             ],
-            ops=ops,
+            ops,
         )
+        self.open_calls = []  # a new turn id: no tool call of it exists
 
     def completion(self, text: str) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
         """The events and ops that end the turn as completed (``turn.completed``, status ``done``),

@@ -7,6 +7,7 @@ are counted by wrapping the journal instance's methods.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from acagent.errors import SessionBusy
 from acagent.runner import SessionRegistry
 from acagent.settings import load_settings
-from tests.mockprovider import MockProvider, Script, TextReply, openai_text, split_every
+from tests.mockprovider import MockProvider, Script, TextReply, openai_text, openai_tool_calls, split_every
 
 pytestmark = pytest.mark.anyio
 
@@ -95,3 +96,54 @@ async def test_tool_schemas_are_built_once_per_tool_class(
     assert "echo" in kinds and "shell" in kinds
     assert _schema_of.cache_info().misses == len(kinds)
     assert all(a is b for a, b in zip(defined[0], defined[2], strict=True))  # shared by sessions
+
+
+COUNTED = (
+    "acquire_lease",
+    "release_lease",
+    "commit",
+    "get_session",
+    "session_limits",
+    "tool_calls",
+    "step_attempts",
+    "existing_tool_call_ids",
+)
+
+
+def _count_calls(journal: Any) -> Counter[str]:
+    """Count the journal's calls by method name (the instance's methods are wrapped)."""
+    calls: Counter[str] = Counter()
+    for name in COUNTED:
+        inner = getattr(journal, name)
+
+        async def counted(*args: Any, _inner: Any = inner, _name: str = name, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return await _inner(*args, **kwargs)
+
+        setattr(journal, name, counted)
+    return calls
+
+
+async def test_a_tool_turn_reads_back_nothing_the_runner_just_wrote(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """One turn of two LLM steps and one tool call: the runner knows a new turn has no tool calls,
+    which calls its step committed, that a step for a context its own commit made has no attempts,
+    and the session's caps once read. Before: 3 ``tool_calls``, 2 ``step_attempts`` and 3
+    ``session_limits`` reads per turn (19 journal round trips in all, now 12)."""
+    (workspace / "a.txt").write_text("x")
+    for _ in range(2):
+        mock.script(openai_tool_calls([("call_ls", "list_dir", {"path": "."})]), TextReply("done"))
+    async with SessionRegistry.open(_settings(tmp_path / "home", mock)) as reg:
+        runner = await reg.get_runner((await reg.create_session(workspace)).id)
+        await runner.run_turn("warm up")
+        calls = _count_calls(reg.journal)
+        await runner.run_turn("list it")
+        types = [e.type for e in await reg.journal.events(runner.session_id, 0)]
+    assert types[-1] == "turn.completed" and types.count("tool.result") == 2
+    assert calls["tool_calls"] == 0
+    assert calls["step_attempts"] == 0
+    assert calls["session_limits"] == 1
+    assert calls["get_session"] == 1
+    assert calls["acquire_lease"] == calls["release_lease"] == 1
+    assert calls["existing_tool_call_ids"] == 1
