@@ -35,6 +35,16 @@ _COMMAND_MODULE = {
     "compact": "_compact",
 }
 """Command name → the module that defines it (``acagent run …`` imports ``_run`` only)."""
+_SETTLE_IN_OPEN_CLIENT = (None, "run", "chat")
+"""Commands (None: a bare ``acagent``, which is chat) whose start-up goes on into
+``open_client``, which calls :func:`acagent._entry.settled` once the session is open; every
+other command settles right after its module is imported."""
+
+
+def _command_word(argv: list[str] | None) -> str | None:
+    """The command named by ``argv``: its first non-option word (the root takes no option with
+    a value), or None."""
+    return next((a for a in (argv or []) if not a.startswith("-")), None)
 
 
 def _load_commands(argv: list[str] | None = None) -> None:
@@ -43,7 +53,7 @@ def _load_commands(argv: list[str] | None = None) -> None:
     all of them (``--help``, a typo, no command)."""
     import importlib
 
-    word = next((a for a in (argv or []) if not a.startswith("-")), None)
+    word = _command_word(argv)
     names = (_COMMAND_MODULE[word],) if word in _COMMAND_MODULE else _MODULES
     for name in names:
         try:
@@ -79,6 +89,10 @@ def main() -> None:
     """Console-script entry point."""
     import sys
 
+    from acagent._entry import settled
+
     _configure_logging()
     _load_commands(sys.argv[1:])
+    if _command_word(sys.argv[1:]) not in _SETTLE_IN_OPEN_CLIENT:
+        settled()
     app(prog_name="acagent")

@@ -223,6 +223,7 @@ async def open_client(
     Raises:
         SessionNotFound: unknown id, or nothing to continue in this directory.
     """
+    from acagent._entry import settled
     from acagent.errors import SessionNotFound
     from acagent.runner import canonical_cwd
 
@@ -238,6 +239,7 @@ async def open_client(
                 "(`acagent serve --stop`) and start it with the endpoint in OPENAI_BASE_URL/ANTHROPIC_BASE_URL"
             )
         async with remote(resume=resume, continue_=continue_, cwd=cwd, title=title) as opened:
+            settled()
             yield opened
         return
 
@@ -277,6 +279,7 @@ async def open_client(
             from acagent.cli._models import prepare_local_model
 
             await anyio.to_thread.run_sync(prepare_local_model, effective, settings)
+        settled()  # what the session runs on is built (acagent/_entry.py, "Garbage collection")
         yield Opened(
             client=LocalSessionClient(registry, row.id),
             session_id=row.id,
