@@ -6,9 +6,10 @@ One envelope everywhere (bus, journal, JSONL transcript, WebSocket, SSE, ``run -
      "payload": {…}}
 
 ``seq`` is per session, strictly increasing, assigned by the journal inside the transaction that
-makes the event durable, and never reused. Each dotted ``type`` has a payload model below, tagged
-with a ``Literal`` and joined in the discriminated union :data:`AnyPayload`; :func:`make_payload`
-validates a payload against its model before it is journaled. Payloads of events that belong to a
+makes the event durable, and never reused. Each dotted ``type`` has a payload model
+(:data:`EVENT_TYPES`, built on first use from its fields in :mod:`acagent._payloads`), tagged
+with a ``Literal``; ``AnyPayload`` is their discriminated union. :func:`make_payload` validates
+a payload against its model before it is journaled. Payloads of events that belong to a
 turn carry its ``turn_id``.
 
 ``llm.retry`` supersedes the partial ``assistant.delta`` text of the failed attempt: a client drops
@@ -17,21 +18,23 @@ the partial text of the step when it sees it (there is no separate discard event
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Union
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from acagent._payloads import SPECS, SessionStatus
+
 __all__ = [
     "EVENT_TYPES",
-    "AnyPayload",
+    "AnyPayload",  # noqa: F822 (module __getattr__)
     "Event",
+    "SessionStatus",
     "make_payload",
     "now_ts",
 ]
-
-SessionStatus = Literal["pending", "running", "waiting_tool", "waiting_user", "done", "cancelled", "failed"]
 
 
 def now_ts() -> str:
@@ -76,310 +79,57 @@ class Event(BaseModel):
         }
 
 
-class _P(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class _Models(Mapping[str, type[BaseModel]]):
+    """Event type → its payload model, each built from :data:`acagent._payloads.SPECS` the first
+    time it is looked up (see that module's docstring)."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, type[BaseModel]] = {}
+
+    def __getitem__(self, event_type: str) -> type[BaseModel]:
+        model = self._built.get(event_type)
+        if model is None:
+            model = self._built.setdefault(event_type, _build(SPECS[event_type]))
+        return model
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SPECS)
+
+    def __len__(self) -> int:
+        return len(SPECS)
+
+
+def _build(spec: type) -> type[BaseModel]:
+    """The pydantic model of a payload class: its fields and its bases' (bases first, as a
+    subclass of a model orders them), extra fields kept."""
+    namespace: dict[str, Any] = {"__module__": spec.__module__, "__qualname__": spec.__qualname__}
+    annotations: dict[str, Any] = {}
+    for klass in reversed(spec.__mro__[:-1]):  # without object
+        annotations.update(vars(klass).get("__annotations__", {}))
+        namespace.update({k: v for k, v in vars(klass).items() if not k.startswith("__")})
+    namespace.update(__doc__=spec.__doc__, __annotations__=annotations, model_config=_PAYLOAD_CONFIG)
+    return type(spec.__name__, (BaseModel,), namespace)
+
+
+_PAYLOAD_CONFIG = ConfigDict(extra="allow")
+
+EVENT_TYPES: Mapping[str, type[BaseModel]] = _Models()
+"""Event type → its payload model (built on first use)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The payload models by class name (``events.ToolResultEvent``), :data:`AnyPayload` (the
+    discriminated union of them all) and ``PAYLOAD_ADAPTER``, built on first use."""
+    if name == "AnyPayload":
+        union: Any = Union.__getitem__(tuple(EVENT_TYPES[t] for t in SPECS))
+        return Annotated[union, Field(discriminator="type")]
+    if name == "PAYLOAD_ADAPTER":
+        return TypeAdapter(__getattr__("AnyPayload"))
+    for event_type, spec in SPECS.items():
+        if spec.__name__ == name:
+            return EVENT_TYPES[event_type]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-class _TurnP(_P):
-    turn_id: str | None = None
-
-
-class SessionCreated(_P):
-    """A session was created (always seq 1)."""
-
-    type: Literal["session.created"] = "session.created"
-    cwd: str
-    model: str | None = None
-    title: str | None = None
-
-
-class SessionStatusChanged(_TurnP):
-    """The session status changed (only through the journal's guarded transition)."""
-
-    type: Literal["session.status"] = "session.status"
-    status: SessionStatus
-    previous: SessionStatus | None = None
-    reason: str | None = None
-
-
-class TurnStarted(_TurnP):
-    """A turn began (a user message was accepted)."""
-
-    type: Literal["turn.started"] = "turn.started"
-
-
-class UserMessage(_TurnP):
-    """The user's message text."""
-
-    type: Literal["user.message"] = "user.message"
-    text: str
-
-
-class AssistantDelta(_TurnP):
-    """A fragment of streamed assistant text (durable, batched)."""
-
-    type: Literal["assistant.delta"] = "assistant.delta"
-    text: str
-    step_id: str | None = None
-    attempt: int = 1
-    kind: Literal["text", "reasoning"] = "text"
-
-
-class AssistantMessage(_TurnP):
-    """The final assistant message of a step, what clients reconcile against."""
-
-    type: Literal["assistant.message"] = "assistant.message"
-    text: str
-    message: dict[str, Any]
-    """The full :class:`~acagent.messages.Message` (parts, tool calls) as JSON."""
-    interrupted: bool = False
-    """True when this is the partial text kept after a cancel."""
-    step_id: str | None = None
-
-
-class ToolCallEvent(_TurnP):
-    """The model asked for a tool call; its intent row is durable."""
-
-    type: Literal["tool.call"] = "tool.call"
-    tool_call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-class ToolStarted(_TurnP):
-    """A tool call started running."""
-
-    type: Literal["tool.started"] = "tool.started"
-    tool_call_id: str
-    name: str
-    pid: int | None = None
-
-
-class ToolOutput(_TurnP):
-    """A chunk of a running tool's live output."""
-
-    type: Literal["tool.output"] = "tool.output"
-    tool_call_id: str
-    text: str
-
-
-class ToolResultEvent(_TurnP):
-    """A tool call reached a terminal state; ``content`` is what the model gets."""
-
-    type: Literal["tool.result"] = "tool.result"
-    tool_call_id: str
-    name: str
-    status: Literal["ok", "error", "interrupted", "denied"]
-    content: str
-    is_error: bool
-    exit_code: int | None = None
-    output_ref: dict[str, Any] | None = None
-    """When ``content`` is a head + tail cut: the full output on disk, ``{"path", "bytes",
-    "sha256"}`` with ``path`` relative to the transcript's directory (docs/approvals.md, F44)."""
-
-
-class ApprovalRequested(_TurnP):
-    """A tool call waits for the user's decision."""
-
-    type: Literal["approval.requested"] = "approval.requested"
-    tool_call_id: str
-    name: str
-    arguments: dict[str, Any]
-    command: str | None = None
-    """For ``shell``: the command byte for byte as it would run."""
-    kind: Literal["tool", "question"] = "tool"
-    question: str | None = None
-    notes: list[str] = Field(default_factory=list)
-    """Warnings to show with the request (``ApprovalPolicy.approval_notes``): workspace code will
-    run and ``always`` holds only until a workspace file changes; a protected path is written."""
-    always: str | None = None
-    """What an ``always`` answer will cover (``ApprovalPolicy.always_covers``), e.g. ``always: any
-    `git status …` in this workspace …``; None for a question."""
-
-
-class ApprovalResolved(_TurnP):
-    """An approval was decided (first committed decision wins)."""
-
-    type: Literal["approval.resolved"] = "approval.resolved"
-    tool_call_id: str
-    decision: Literal["allow", "deny", "always", "timeout", "cancelled", "answered"]
-    reason: str | None = None
-
-
-class StepStarted(_TurnP):
-    """An LLM call is about to be made; its ``step`` row is inflight."""
-
-    type: Literal["step.started"] = "step.started"
-    step_id: str
-    request_id: str
-    attempt: int
-    context_tokens: int | None = None
-    """Estimated input tokens of this request (``runner/_window.py``), the context fill so far."""
-    context_window: int | None = None
-    """The model's context window in tokens; absent when the window is unknown (only assumed)."""
-
-
-class StepFinished(_TurnP):
-    """An LLM call finished and its result is committed."""
-
-    type: Literal["step.finished"] = "step.finished"
-    step_id: str
-    request_id: str
-    attempt: int
-    finish_reason: str
-
-
-class LlmRetry(_TurnP):
-    """A failed LLM attempt will be retried; drop its partial text."""
-
-    type: Literal["llm.retry"] = "llm.retry"
-    attempt: int
-    """The attempt that failed (1-based)."""
-    reason: str
-    delay_ms: int
-    error: str | None = None
-
-
-class UsagePayload(_TurnP):
-    """Token usage of one step and the session totals."""
-
-    type: Literal["usage"] = "usage"
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    session_input_tokens: int = 0
-    session_output_tokens: int = 0
-    model: str | None = None
-    """``PROVIDER:NAME`` of the call."""
-    cached_input_tokens: int | None = None
-    """Part of ``input_tokens`` read from the provider's prompt cache, when reported."""
-    reasoning_tokens: int | None = None
-    """Part of ``output_tokens`` spent on reasoning, when reported."""
-    cost_usd: float | None = None
-    """Price of the call when it was looked up at call time (docs/limits.md); absent = not priced then."""
-    purpose: str | None = None
-    """``compaction`` for a summary call; absent for ordinary steps."""
-
-
-class ErrorPayload(_TurnP):
-    """A warning or error worth showing (e.g. skipped transcript lines)."""
-
-    type: Literal["error"] = "error"
-    code: str
-    message: str
-    detail: Any = None
-
-
-class TurnCompleted(_TurnP):
-    """The turn finished with a final answer."""
-
-    type: Literal["turn.completed"] = "turn.completed"
-    text: str = ""
-
-
-class TurnInterrupted(_TurnP):
-    """The turn was cancelled (``reason``: ``user``, ``shutdown``, ``timeout``)."""
-
-    type: Literal["turn.interrupted"] = "turn.interrupted"
-    reason: str = "user"
-
-
-class TurnFailed(_TurnP):
-    """The turn failed (provider errors after retries, invalid state)."""
-
-    type: Literal["turn.failed"] = "turn.failed"
-    error_type: str = Field(alias="type_", default="error")
-    message: str
-    retryable: bool = False
-
-
-class ContextCompacted(_P):
-    """The older part of the context was replaced by a summary (docs/context.md).
-
-    The model context is rebuilt from the latest compaction (its summary, then every context
-    event with ``seq >= first_kept_seq``); the ``checkpoint`` committed in the same transaction
-    embeds exactly that context. The full history stays in the journal and the transcript.
-    """
-
-    type: Literal["context.compacted"] = "context.compacted"
-    summary: str
-    first_kept_seq: int
-    """Seq of the first event kept verbatim (a turn's ``user.message``)."""
-    tokens_before: int
-    """Estimated tokens of the request before compaction."""
-    tokens_after: int
-    """Estimated tokens of the request after compaction."""
-    model: str
-    """Model that wrote the summary (``PROVIDER:NAME``)."""
-    reason: str = "threshold"
-    """``threshold`` (compact_at reached), ``overflow`` (the provider refused) or ``manual``."""
-
-
-class Checkpoint(_P):
-    """The full model context up to ``upto_seq`` (resume = last checkpoint + tail)."""
-
-    type: Literal["checkpoint"] = "checkpoint"
-    upto_seq: int
-    messages: list[dict[str, Any]]
-    message_seqs: list[int] | None = None
-    """Seq of the first event behind each message (None in checkpoints older than compaction)."""
-
-
-AnyPayload = Annotated[
-    SessionCreated
-    | SessionStatusChanged
-    | TurnStarted
-    | UserMessage
-    | AssistantDelta
-    | AssistantMessage
-    | ToolCallEvent
-    | ToolStarted
-    | ToolOutput
-    | ToolResultEvent
-    | ApprovalRequested
-    | ApprovalResolved
-    | StepStarted
-    | StepFinished
-    | LlmRetry
-    | UsagePayload
-    | ErrorPayload
-    | TurnCompleted
-    | TurnInterrupted
-    | TurnFailed
-    | ContextCompacted
-    | Checkpoint,
-    Field(discriminator="type"),
-]
-
-EVENT_TYPES: dict[str, type[BaseModel]] = {
-    m.model_fields["type"].default: m
-    for m in (
-        SessionCreated,
-        SessionStatusChanged,
-        TurnStarted,
-        UserMessage,
-        AssistantDelta,
-        AssistantMessage,
-        ToolCallEvent,
-        ToolStarted,
-        ToolOutput,
-        ToolResultEvent,
-        ApprovalRequested,
-        ApprovalResolved,
-        StepStarted,
-        StepFinished,
-        LlmRetry,
-        UsagePayload,
-        ErrorPayload,
-        TurnCompleted,
-        TurnInterrupted,
-        TurnFailed,
-        ContextCompacted,
-        Checkpoint,
-    )
-}
-
-PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPayload)
 
 # Hot-path types whose payloads are built by the loop itself; they skip validation.
 _TRUSTED = frozenset({"assistant.delta", "tool.output"})
@@ -395,10 +145,11 @@ def make_payload(event_type: str, **fields: Any) -> dict[str, Any]:
         KeyError: unknown event type.
         pydantic.ValidationError: the fields do not fit the model.
     """
-    model = EVENT_TYPES[event_type]
     if event_type in _TRUSTED:
+        if event_type not in SPECS:
+            raise KeyError(event_type)
         return {k: v for k, v in fields.items() if v is not None}
-    obj = model.model_validate(fields)
+    obj = EVENT_TYPES[event_type].model_validate(fields)
     data = obj.model_dump(mode="json", exclude_none=True, by_alias=False)
     data.pop("type", None)
     if event_type == "turn.failed":
