@@ -38,6 +38,11 @@ async def _statuses(only: str | None) -> list[dict[str, Any]]:
     cwd = canonical_cwd(current_dir())
     async with McpManager.open(settings.mcp, settings.home, os.environ, only=only) as mcp:
         group = mcp.group(cwd)
+        # A broken project config is a warning a session records as an event; here it is the
+        # answer to "why is my server not listed", so it goes to stderr.
+        for code, message in group.notices:
+            if code == "mcp_config":
+                sys.stderr.write(f"acagent: warning: {message}\n")
         await group.wait_settled(group.wait_s)
         return mcp.status()
 

@@ -117,3 +117,20 @@ def test_cli_list_check_approve_and_doctor(cli: Any, workspace: Path) -> None:
     )
     doctor = cli("doctor", cwd=workspace, check=True)
     assert "nope (stdio, user)" in doctor.stdout and "proj (stdio, project)" in doctor.stdout
+
+
+def test_cli_list_and_check_name_a_broken_project_config(cli: Any, workspace: Path) -> None:
+    """A project config whose [mcp] table is invalid is named on stderr by ``mcp list`` and
+    ``mcp check`` (they are where a user looks), not hidden behind "no MCP servers configured"."""
+    project = workspace / ".acagent" / "config.toml"
+    project.parent.mkdir(parents=True)
+    project.write_text('model = "openai:evil"\n[mcp.servers.x]\ncommand = 5\n')
+    listed = cli("mcp", "list", cwd=workspace)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.splitlines() == [
+        f"acagent: warning: MCP servers of {str(project)!r} ignored: invalid config "
+        f"[mcp.servers.x].command = 5 in {str(project)!r} line 3: Input should be a valid list"
+    ]
+    checked = cli("mcp", "check", "x", cwd=workspace)
+    assert checked.returncode == 2
+    assert "ignored: invalid config [mcp.servers.x].command = 5" in checked.stderr.splitlines()[0]
