@@ -26,6 +26,7 @@ from __future__ import annotations
 import _signal  # not `signal`: importing it imports enum (milliseconds a Ctrl-C could hit)
 import gc
 import os
+import sys
 
 __all__ = ["main", "settled", "started"]
 
@@ -55,12 +56,56 @@ def settled() -> None:
         gc.enable()
 
 
+def _standard_streams() -> None:
+    """A closed stdin, stdout or stderr (``acagent run x <&-``) becomes /dev/null.
+
+    Python leaves ``sys.stdin`` None for a closed descriptor (every read or ``isatty()`` was a
+    traceback), and the next file opened would take the descriptor (the journal or a tool's
+    file written through as stdout).
+    """
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115 (lives as long as the process)
+            setattr(sys, name, stream)
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The OSError that ended the program, also inside exception groups (a task's write)."""
+    from acagent.errors import leaf_exception
+
+    if isinstance(exc, BaseExceptionGroup):
+        exc = leaf_exception(exc.subgroup(OSError) or exc)
+    return exc if isinstance(exc, OSError) else None
+
+
 def main() -> None:
-    """Console-script entry point (see the module docstring)."""
+    """Console-script entry point (see the module docstring).
+
+    An OSError that reaches the top (stdout is a closed pipe, ``run --json | head -1``, or a full
+    disk, ``> /dev/full``) is one line and exit 1, never a traceback.
+    """
     if gc.isenabled():
         gc.disable()
         _gc_held.append(True)
     _signal.signal(_signal.SIGINT, _quiet_exit)
+    _standard_streams()
     from acagent.cli import main as cli_main
 
-    cli_main()
+    try:
+        cli_main()
+    except (OSError, BaseExceptionGroup) as exc:
+        err = _os_error(exc)
+        if err is None:
+            raise
+        where = f" ({err.filename})" if err.filename else (" (writing the output)" if err.errno == 32 else "")
+        os.write(2, f"acagent: error: {err.strerror or err}{where}\n".encode(errors="backslashreplace"))
+        # The interpreter's own flush at exit would fail again on the same stream.
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        raise SystemExit(1) from None
