@@ -8,6 +8,7 @@
     │   ├── SessionNotFound           unknown session id                           code="session_not_found"
     │   ├── ApprovalNotFound          unknown or already-resolved approval         code="approval_not_found"
     │   ├── DaemonRunning             a live daemon already serves this home       code="daemon_running"
+    │   ├── IdempotencyKeyReused      an Idempotency-Key sent again with another body code="idempotency_key_reused"
     │   └── TranscriptError           a transcript line is corrupt (names the line) code="transcript_corrupt"
     ├── SessionBusy                   a turn already runs / another process holds the lease  code="session_busy"
     ├── ConcurrencyCap                the instance runs its maximum number of sessions      code="concurrency_cap"
@@ -56,6 +57,7 @@ __all__ = [
     "DaemonRunning",
     "DaemonStopping",
     "DaemonUnavailable",
+    "IdempotencyKeyReused",
     "InvalidHistory",
     "InvalidTransition",
     "JournalError",
@@ -365,6 +367,13 @@ class TurnHalted(AcagentError):
 
     code = "turn_halted"
     status_code = 503
+
+
+class IdempotencyKeyReused(UserError):
+    """Raised when a request reuses an ``Idempotency-Key`` with a different body (IETF draft: 422)."""
+
+    code = "idempotency_key_reused"
+    status_code = 422
 
 
 class DaemonRunning(UserError):

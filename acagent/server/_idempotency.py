@@ -7,7 +7,10 @@ of the first request (the same ``turn_id``), whether the first is still being ap
 The semantics follow the IETF draft "The Idempotency-Key HTTP Header Field"
 (https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/): a key is scoped to
 the request (here: session, kind of input and key), and only a successful answer is kept (a
-refusal such as 409 ``session_busy`` is answered again by re-applying the request).
+refusal such as 409 ``session_busy`` is answered again by re-applying the request). A key sent
+again with a different body (another text, another tool call's approval) is refused with 422
+``idempotency_key_reused``, as the draft says: answering it with the first answer would report a
+message as accepted that was never applied.
 
 In a cluster (PostgreSQL) the journal's inbox rows give the same guarantee across daemons
 (:mod:`acagent.server._inbox`); this cache is the single-daemon path. Keys live in memory for
@@ -25,16 +28,19 @@ from typing import Any
 
 import anyio
 
+from acagent.errors import IdempotencyKeyReused
+
 __all__ = ["IdempotencyCache"]
 
 
 class _Entry:
-    __slots__ = ("answer", "done", "expires_at")
+    __slots__ = ("answer", "body", "done", "expires_at")
 
-    def __init__(self, expires_at: float) -> None:
+    def __init__(self, expires_at: float, body: object) -> None:
         self.done = anyio.Event()
         self.answer: dict[str, Any] | None = None
         self.expires_at = expires_at
+        self.body = body
 
 
 class IdempotencyCache:
@@ -54,24 +60,35 @@ class IdempotencyCache:
         return len(self._entries)
 
     async def apply(
-        self, scope: tuple[str, str, str], fn: Callable[[], Awaitable[dict[str, Any]]]
+        self,
+        scope: tuple[str, str, str],
+        fn: Callable[[], Awaitable[dict[str, Any]]],
+        body: object = None,
     ) -> dict[str, Any]:
         """``fn()``'s answer, or the first answer for ``scope`` when there is one.
 
         A request with a key already in flight waits for it and gets its answer; if the first one
         failed (raised), the waiter applies the request itself. Errors raised by ``fn`` propagate
-        and are not kept.
+        and are not kept. ``body``: what the request asks (compared with ``==``).
+
+        Raises:
+            IdempotencyKeyReused: ``scope``'s key was first sent with another ``body``.
         """
         while True:
             self._expire(time.monotonic())
             entry = self._entries.get(scope)
             if entry is None:
                 break
+            if entry.body != body:
+                raise IdempotencyKeyReused(
+                    f"Idempotency-Key {scope[2]!r} was first sent with a different request body; "
+                    "a new request needs a new key"
+                )
             await entry.done.wait()
             if entry.answer is not None:
                 return dict(entry.answer)
             # the first attempt failed and was forgotten: apply it now (loop: another may have)
-        entry = _Entry(time.monotonic() + self.ttl_s)
+        entry = _Entry(time.monotonic() + self.ttl_s, body)
         self._entries[scope] = entry
         while len(self._entries) > self.max_keys:
             self._entries.popitem(last=False)

@@ -36,7 +36,7 @@ async def submit(
         return result
     if key is not None:  # a retry gets the first answer (never a second turn)
         return await state.idempotency.apply(
-            (session_id, kind, key), functools.partial(_LOCAL[kind], state, session_id, body)
+            (session_id, kind, key), functools.partial(_LOCAL[kind], state, session_id, body), body
         )
     return await _LOCAL[kind](state, session_id, body)
 

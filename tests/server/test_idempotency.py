@@ -15,6 +15,7 @@ import pytest
 
 from acagent.client._discovery import DaemonInfo
 from acagent.client._remote import RemoteSessionClient
+from acagent.errors import IdempotencyKeyReused
 from acagent.server._idempotency import IdempotencyCache
 from tests.server.conftest import Daemon
 from tests.server.proxy import CutProxy
@@ -70,6 +71,27 @@ async def test_a_failed_first_request_is_not_kept_and_old_keys_are_dropped() -> 
     assert len(expired) == 1
 
 
+async def test_a_key_reused_with_another_body_is_refused_not_answered() -> None:
+    """A message with another text (or an approval of another tool call) under a key already
+    used is refused (IETF draft: 422); the first answer stays for true retries."""
+    cache = IdempotencyCache(max_keys=10, ttl_s=60)
+    applied: list[object] = []
+
+    def fn(body: dict[str, Any]) -> Any:
+        async def apply() -> dict[str, Any]:
+            applied.append(body)
+            return {"turn_id": "turn_1"}
+
+        return apply
+
+    first = {"text": "a"}
+    assert await cache.apply(("s", "message", "k"), fn(first), first) == {"turn_id": "turn_1"}
+    with pytest.raises(IdempotencyKeyReused, match="different request body"):
+        await cache.apply(("s", "message", "k"), fn({"text": "b"}), {"text": "b"})
+    assert await cache.apply(("s", "message", "k"), fn(dict(first)), dict(first)) == {"turn_id": "turn_1"}
+    assert applied == [first]
+
+
 def test_a_retried_message_with_its_key_gets_the_first_turn(start_daemon: Any, workspace: Path) -> None:
     d = start_daemon("--yes")
     sid = d.create(workspace)["id"]
@@ -81,6 +103,10 @@ def test_a_retried_message_with_its_key_gets_the_first_turn(start_daemon: Any, w
     d.wait_status(sid, ("done",), timeout=30)
     late = d.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
     assert late.json()["turn_id"] == first.json()["turn_id"]  # after the turn too: no second turn
+    # The key again with another text: 422, not the first 202 for a message never applied.
+    reused = d.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say more"}, headers=headers)
+    assert reused.status_code == 422, reused.text
+    assert reused.json()["error"]["code"] == "idempotency_key_reused"
     assert _user_messages(d, sid) == ["say once"]
     other = d.http.post(
         f"/v1/sessions/{sid}/messages", json={"text": "say twice"}, headers={"Idempotency-Key": "2"}
