@@ -91,6 +91,15 @@ class SetCancel:
 
 
 @dataclass(frozen=True)
+class ReleaseLease:
+    """Give the commit's lease up in the commit's own transaction (the turn's last write: one
+    transaction fewer than :meth:`Journal.release_lease` after it). Fenced commits only: the
+    commit has already checked the token; the holder ``owner`` is cleared like ``release_lease``."""
+
+    owner: str
+
+
+@dataclass(frozen=True)
 class InsertStep:
     """Write a step row ``inflight`` (LLM intent, before the provider is called).
 
@@ -195,6 +204,7 @@ Op = (
     | UpdateToolCall
     | AddUsage
     | SetApprovalRules
+    | ReleaseLease
 )
 """Every op a commit accepts (a closed set: backends implement each one; ``RecordUsage`` is in
 :mod:`acagent.store._usage`)."""

@@ -21,6 +21,7 @@ from acagent.store._ops import (
     InsertStep,
     InsertToolCall,
     Op,
+    ReleaseLease,
     SetApprovalRules,
     SetCancel,
     SetStatus,
@@ -164,6 +165,15 @@ def _set_approval_rules(op: SetApprovalRules, ctx: TxContext) -> Extra:
     return None
 
 
+def _release_lease(op: ReleaseLease, ctx: TxContext) -> Extra:
+    # the commit checked the fencing token before any op ran (as release_lease's WHERE does)
+    ctx.db.execute(
+        "UPDATE session SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ? AND lease_owner = ?",
+        (ctx.session_id, op.owner),
+    )
+    return None
+
+
 def _record_usage(op: RecordUsage, ctx: TxContext) -> Extra:
     op.apply(ctx)  # the usage row's SQL lives beside the usage queries (acagent/store/_usage.py)
     return None
@@ -181,6 +191,7 @@ _APPLY: dict[type, Callable[[Any, TxContext], Extra]] = {
     UpdateToolCall: _update_tool_call,
     AddUsage: _add_usage,
     SetApprovalRules: _set_approval_rules,
+    ReleaseLease: _release_lease,
 }
 
 

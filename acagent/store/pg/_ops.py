@@ -171,6 +171,17 @@ async def _set_approval_rules(op: Any, tx: PgTx) -> Extra:
     return None
 
 
+async def _release_lease(op: Any, tx: PgTx) -> Extra:
+    # the commit checked the fencing token before any op ran (as release_lease's WHERE does)
+    await tx.conn.execute(
+        "UPDATE session SET lease_owner = NULL, lease_expires_at = NULL, lease_daemon = NULL"
+        " WHERE id = $1 AND lease_owner = $2",
+        tx.session_id,
+        op.owner,
+    )
+    return None
+
+
 _BY_NAME: dict[str, Callable[[Any, PgTx], Awaitable[Extra]]] = {
     "SetStatus": _set_status,
     "SetTurn": _set_turn,
@@ -183,6 +194,7 @@ _BY_NAME: dict[str, Callable[[Any, PgTx], Awaitable[Extra]]] = {
     "AddUsage": _add_usage,
     "RecordUsage": _record_usage,
     "SetApprovalRules": _set_approval_rules,
+    "ReleaseLease": _release_lease,
 }
 _APPLY: dict[type, Callable[[Any, PgTx], Awaitable[Extra]]] = {}
 for _name, _fn in _BY_NAME.items():

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from acagent.errors import SessionBusy, SessionNotFound, StaleLease
-from acagent.store import Journal, Lease, SetStatus
+from acagent.store import Journal, Lease, ReleaseLease, SetStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -109,3 +109,22 @@ async def test_seq_is_strictly_increasing_across_writers(journal_factory) -> Non
     seqs = [e.seq for e in await b.events(row.id)]
     assert seqs == list(range(1, 122))
     assert (await b.get_session(row.id)).last_seq == 121
+
+
+async def test_a_commit_releases_its_own_lease(journal: Journal, h) -> None:
+    """``ReleaseLease`` in a fenced commit frees the lease in that transaction (the turn's last
+    write needs no ``release_lease`` after it); a zombie's commit with it is rejected whole."""
+    row, lease = await h.leased()
+    await journal.commit(
+        row.id, [("user.message", {"text": "x"})], lease=lease, ops=[ReleaseLease(lease.owner)]
+    )
+    assert (await journal.get_session(row.id)).lease_owner is None
+    other = await journal.acquire_lease(row.id, "w2", ttl_s=30)  # free at once: no wait, no takeover
+    assert other.token == lease.token + 1
+    with pytest.raises(StaleLease):
+        await journal.commit(
+            row.id, [("user.message", {"text": "z"})], lease=lease, ops=[ReleaseLease(lease.owner)]
+        )
+    with pytest.raises(SessionBusy):  # the new holder kept it
+        await journal.acquire_lease(row.id, "w3", ttl_s=30)
+    assert [e.type for e in await journal.events(row.id)] == ["session.created", "user.message"]
