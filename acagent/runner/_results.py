@@ -15,6 +15,7 @@ from acagent.tools import ToolResult
 
 __all__ = [
     "MAX_TOOL_OUTPUT_KEPT",
+    "close_open_call",
     "close_row",
     "intent_row",
     "partial_message",
@@ -89,3 +90,41 @@ def intent_row(session_id: str, op: InsertToolCall) -> ToolCallRow:
         idempotent=int(op.idempotent),
         result_status=None,
     )
+
+
+def close_open_call(
+    row: ToolCallRow, reason: str, output: list[str]
+) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
+    """Events and ops that close one open call of a cancelled turn (``output``: its live output)."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    ops: list[Any] = []
+    if row.status == "running":
+        partial = "".join(output) or "(none)"
+        if len(partial) > 4000:
+            partial = partial[:1000] + "\n[...]\n" + partial[-2000:]
+        text = f"interrupted by user after start; partial output: {partial}"
+        if reason == "shutdown":
+            text = f"interrupted when acagent shut down; it may or may not have taken effect; partial output: {partial}"
+    elif row.status == "waiting_user":
+        text = "not run: the turn was cancelled while waiting for approval"
+        events.append(
+            (
+                "approval.resolved",
+                make_payload(
+                    "approval.resolved",
+                    turn_id=row.turn_id,
+                    tool_call_id=row.tool_call_id,
+                    decision="cancelled",
+                    reason="the turn was cancelled",
+                ),
+            )
+        )
+        ops.append(
+            UpdateToolCall(row.tool_call_id, "waiting_user", ("waiting_user",), (("approval", "cancelled"),))
+        )
+    else:
+        text = "not started: the turn was cancelled"
+    event, op = close_row(row.turn_id, row, ToolResult(text, status="interrupted"))
+    events.append(event)
+    ops.append(op)
+    return events, ops

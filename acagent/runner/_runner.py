@@ -204,7 +204,9 @@ class InProcessRunner(CancelPaths, SessionPorts):
             await self._release()
             raise
         self.state = RunnerState.RUNNING
-        self._tg.start_soon(self._run, first, new_turn if first.turn_id != new_turn else None, user_input)
+        queued = new_turn if first.turn_id != new_turn else None
+        first.release_at_end = queued is None  # no turn of this runner follows under this lease
+        self._tg.start_soon(self._run, first, queued, user_input)
         return new_turn or first.turn_id
 
     async def _open_turn(self, user_input: str | None) -> tuple[Turn, str | None]:
@@ -268,6 +270,7 @@ class InProcessRunner(CancelPaths, SessionPorts):
         try:
             if await self._drive(first) and new_turn is not None and new_text is not None:
                 turn = self._new_turn(new_turn)
+                turn.release_at_end = True
                 self.turn, self.state = turn, RunnerState.RUNNING
                 await self._accept(turn, new_text)
                 await self._drive(turn)
@@ -296,7 +299,7 @@ class InProcessRunner(CancelPaths, SessionPorts):
     async def _release(self) -> None:
         """Release the lease (if held), drop the turn, go idle and wake :meth:`wait`."""
         lease = self.writer.lease
-        if lease is not None:
+        if lease is not None and not (self.turn is not None and self.turn.lease_released):
             with anyio.CancelScope(shield=True):
                 try:
                     await self.journal.release_lease(self.session_id, lease)

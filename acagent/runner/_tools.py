@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -63,9 +64,18 @@ class ToolExecutor:
                 with span(f"execute_tool {row.name}", attrs):
                     await self._settle(turn, turn.turn_id, row, *ready)
 
-    async def _finish(self, turn: Turn, turn_id: str, row: ToolCallRow, result: ToolResult) -> None:
+    async def _finish(
+        self,
+        turn: Turn,
+        turn_id: str,
+        row: ToolCallRow,
+        result: ToolResult,
+        *,
+        first: tuple[list[Any], list[Any]] = ([], []),
+    ) -> None:
+        """Commit the call's result (after ``first``: events and ops of the same transaction)."""
         event, op = close_row(turn_id, row, result)
-        await turn.commit([event], [op])
+        await turn.commit([*first[0], event], [*first[1], op])
         row.status = op.to
         metrics().tool_call(row.name, result.status)
         if result.status == "interrupted":
@@ -212,9 +222,11 @@ class ToolExecutor:
         generation: list[Any] = []
         if turn.policy.before_run(tool, args, turn.tool_context(row)):
             generation.append(SetApprovalRules(turn.policy.to_json()))
-        await turn.writer.commit(
+        start = _Start(
+            turn,
+            row,
             [("tool.started", started)],
-            ops=[
+            [
                 *generation,
                 UpdateToolCall(
                     row.tool_call_id,
@@ -230,7 +242,9 @@ class ToolExecutor:
                 SetStatus("waiting_tool", ACTIVE, turn_id=turn_id),
             ],
         )
-        row.status = "running"
+        deferred = not generation and may_defer_start(tool)
+        if not deferred:
+            await start.commit()
         turn.running_calls[row.tool_call_id] = row
         pid_box: list[int] = []
         pid_ready = anyio.Event()
@@ -238,13 +252,16 @@ class ToolExecutor:
         def on_pid(pid: int) -> None:
             pid_box.append(pid)
             pid_ready.set()
+            start.now()
 
         ctx: ToolContext = turn.tool_context(row, on_process_started=on_pid)
+        ctx.emit_output = start.hold(ctx.emit_output)
         try:
             async with anyio.create_task_group() as tg:
 
                 async def record_pid() -> None:
                     await pid_ready.wait()
+                    await start.committed.wait()
                     await turn.writer.commit(
                         [],
                         ops=[
@@ -254,10 +271,77 @@ class ToolExecutor:
                     crash_point("mid_tool", turn.settings.crash_at)
 
                 tg.start_soon(record_pid)
+                if deferred:
+                    tg.start_soon(start.commit_after, turn.writer.frame_s)
                 result = await tool.run(args, ctx)
                 tg.cancel_scope.cancel()
         finally:
             turn.running_calls.pop(row.tool_call_id, None)
         await turn.writer.flush()
-        await self._finish(turn, turn_id, row, result)
+        # a start not committed yet rides in the result's transaction (one commit fewer)
+        first = ([], []) if start.committed.is_set() else (start.events, start.ops)
+        if first[1]:
+            row.status = "running"
+        await self._finish(turn, turn_id, row, result, first=first)
         turn.tool_output.pop(row.tool_call_id, None)
+
+
+def may_defer_start(tool: Any) -> bool:
+    """Whether ``tool.started`` of a call may wait for its result's commit (if the call ends within
+    a frame): an in-process tool that reads only and may run again after a crash — invariant 3
+    only needs its ``dispatched`` intent row, and a crash before the result re-runs it either way
+    (``dispatched`` → run, ``running`` + idempotent → run again). Not for a shell, an MCP
+    server's tool or an interactive one (they start processes, stream output or wait)."""
+    return bool(
+        tool.read_only and tool.idempotent and not tool.interactive and not tool.name.startswith("mcp__")
+    )
+
+
+class _Start:
+    """The ``tool.started`` commit of one call: at once, or deferred (:func:`may_defer_start`).
+
+    A deferred start is committed once the call has run for a frame (watchers see it running),
+    or at once when the call streams output or starts a process (the output waits for it, so the
+    journal never holds a call's output before its start); otherwise it rides in the result's
+    commit.
+    """
+
+    def __init__(self, turn: Turn, row: ToolCallRow, events: list[Any], ops: list[Any]) -> None:
+        self.turn, self.row, self.events, self.ops = turn, row, events, ops
+        self.committed = anyio.Event()
+        self._now = anyio.Event()
+        self._held: list[str] = []
+        self._emit: Callable[[str], None] = lambda text: None
+
+    async def commit(self) -> None:
+        """Commit the start now (the row goes ``running``)."""
+        await self.turn.writer.commit(self.events, ops=self.ops)
+        self.row.status = "running"
+        self.committed.set()
+        held, self._held = self._held, []
+        for text in held:
+            self._emit(text)
+
+    async def commit_after(self, delay_s: float) -> None:
+        """The deferred start: committed after ``delay_s`` or on :meth:`now` (cancelled when the
+        call ends first)."""
+        with anyio.move_on_after(delay_s):
+            await self._now.wait()
+        await self.commit()
+
+    def now(self) -> None:
+        """Commit a deferred start without waiting for the frame to pass."""
+        self._now.set()
+
+    def hold(self, emit: Callable[[str], None]) -> Callable[[str], None]:
+        """``emit`` (live output), holding the output until the start is committed."""
+        self._emit = emit
+
+        def emit_after_start(text: str) -> None:
+            if self.committed.is_set():
+                emit(text)
+            else:
+                self._held.append(text)
+                self.now()
+
+        return emit_after_start

@@ -29,7 +29,7 @@ from acagent.events import make_payload
 from acagent.obs import metrics
 from acagent.providers._base import Provider, ToolDefinition
 from acagent.runner._context import ContextBuilder
-from acagent.runner._results import MAX_TOOL_OUTPUT_KEPT, close_row, partial_message
+from acagent.runner._results import MAX_TOOL_OUTPUT_KEPT, close_open_call, close_row, partial_message
 from acagent.runner._writer import SessionWriter
 from acagent.settings import Settings
 from acagent.store import (
@@ -38,12 +38,12 @@ from acagent.store import (
     STATUSES,
     FinishStep,
     Journal,
+    ReleaseLease,
     SetCancel,
     SetStatus,
     SetTitle,
     SetTurn,
     ToolCallRow,
-    UpdateToolCall,
 )
 from acagent.store._transcript import transcript_path
 from acagent.tools import ApprovalPolicy, Tool, ToolContext, ToolResult, secret_values
@@ -139,7 +139,13 @@ class Turn:
     not read them. Used once."""
     limits: Any = None
     """The session's effective caps (``Budget.effective_limits``), read once per turn."""
+    release_at_end: bool = False
+    """The turn's completion commit gives the lease up (``ReleaseLease``): no turn of this
+    runner follows under the same lease."""
+    lease_released: bool = False
+    """The completion commit gave the lease up (the runner releases nothing more)."""
     _approval_wake: dict[str, anyio.Event] = field(default_factory=dict)
+    _env: tuple[Path, tuple[str, ...]] | None = None
 
     # ------------------------------------------------------------------ interrupts
 
@@ -213,6 +219,7 @@ class Turn:
         async def ask(question: str) -> str:
             return self.answers.pop(row.tool_call_id, "")
 
+        blob_dir, secrets = self._call_env()
         return ToolContext(
             cwd=Path(self.cwd),
             session_id=self.session_id,
@@ -224,12 +231,18 @@ class Turn:
             ask_user=ask,
             private_dirs=(Path(self.settings.home),),
             output_limit_chars=self.settings.tool_output_limit_chars,
-            blob_dir=blob_dir_for(transcript_path(self.settings.sessions_dir, self.cwd, self.session_id)),
-            secrets=secret_values(
-                self.settings.home,
-                (self.settings.providers.openai_api_key, self.settings.providers.anthropic_api_key),
-            ),
+            blob_dir=blob_dir,
+            secrets=secrets,
         )
+
+    def _call_env(self) -> tuple[Path, tuple[str, ...]]:
+        """``(blob dir, secret values)`` of this turn's calls: looked up once per turn (a path
+        computation and a token-file read each; a call's context is built several times)."""
+        if self._env is None:
+            blob_dir = blob_dir_for(transcript_path(self.settings.sessions_dir, self.cwd, self.session_id))
+            keys = (self.settings.providers.openai_api_key, self.settings.providers.anthropic_api_key)
+            self._env = (blob_dir, secret_values(self.settings.home, keys))
+        return self._env
 
     def wake_approval(self, tool_call_id: str) -> None:
         """Wake the wait for ``tool_call_id``'s decision (an answer was recorded in this process)."""
@@ -296,13 +309,18 @@ class Turn:
     def completion(self, text: str) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
         """The events and ops that end the turn as completed (``turn.completed``, status ``done``),
         for :meth:`complete` or to ride in the final step's commit (one transaction fewer)."""
+        ops: list[Any] = [SetStatus("done", ACTIVE, turn_id=self.turn_id)]
+        lease = self.writer.lease
+        if self.release_at_end and lease is not None:
+            ops.append(ReleaseLease(lease.owner))  # the turn's last write: one transaction fewer
         return (
             [("turn.completed", make_payload("turn.completed", turn_id=self.turn_id, text=text))],
-            [SetStatus("done", ACTIVE, turn_id=self.turn_id)],
+            ops,
         )
 
     def completed(self) -> None:
         """Record that the commit of :meth:`completion` succeeded (metrics, runner ``finishing``)."""
+        self.lease_released = self.release_at_end and self.writer.lease is not None
         self._mark_ended("completed")
 
     async def complete(self, text: str) -> None:
@@ -385,7 +403,7 @@ class Turn:
             if step.status == "inflight":
                 ops.append(FinishStep(step.request_id, "failed", f"cancelled ({reason})"))
         for row in await self.journal.tool_calls(self.session_id, open_only=True):
-            closing, extra = self._close_open_call(row, reason)
+            closing, extra = close_open_call(row, reason, self.tool_output.pop(row.tool_call_id, []))
             events.extend(closing)
             ops.extend(extra)
         if active:
@@ -403,42 +421,3 @@ class Turn:
         ops.append(SetCancel(False))
         await self.writer.commit(events, ops=ops)
         self._mark_ended("cancelled")
-
-    def _close_open_call(
-        self, row: ToolCallRow, reason: str
-    ) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
-        """Events and ops that close one open call of a cancelled turn."""
-        events: list[tuple[str, dict[str, Any]]] = []
-        ops: list[Any] = []
-        if row.status == "running":
-            partial = "".join(self.tool_output.pop(row.tool_call_id, [])) or "(none)"
-            if len(partial) > 4000:
-                partial = partial[:1000] + "\n[...]\n" + partial[-2000:]
-            text = f"interrupted by user after start; partial output: {partial}"
-            if reason == "shutdown":
-                text = f"interrupted when acagent shut down; it may or may not have taken effect; partial output: {partial}"
-        elif row.status == "waiting_user":
-            text = "not run: the turn was cancelled while waiting for approval"
-            events.append(
-                (
-                    "approval.resolved",
-                    make_payload(
-                        "approval.resolved",
-                        turn_id=row.turn_id,
-                        tool_call_id=row.tool_call_id,
-                        decision="cancelled",
-                        reason="the turn was cancelled",
-                    ),
-                )
-            )
-            ops.append(
-                UpdateToolCall(
-                    row.tool_call_id, "waiting_user", ("waiting_user",), (("approval", "cancelled"),)
-                )
-            )
-        else:
-            text = "not started: the turn was cancelled"
-        event, op = close_row(row.turn_id, row, ToolResult(text, status="interrupted"))
-        events.append(event)
-        ops.append(op)
-        return events, ops

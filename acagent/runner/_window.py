@@ -40,6 +40,9 @@ class RequestEstimator:
         self._sizes: dict[int, tuple[Message, int]] = {}
         self._calibration: tuple[int, int] | None = None
         """``(request bytes, reported input tokens)`` of the last call that reported usage."""
+        self._last: tuple[list[Message], int] = ([], 0)
+        """The messages last sized and their total bytes: the next request is that list plus new
+        messages, so only the new ones are looked at."""
 
     def message_bytes(self, message: Message) -> int:
         """JSON size of one message, computed once per message object."""
@@ -55,11 +58,26 @@ class RequestEstimator:
 
     def request_bytes(self, system: str, messages: Sequence[Message], tools: Sequence[Any] = ()) -> int:
         """Bytes of the system prompt, the messages and the tool definitions."""
-        total = len(system.encode()) + sum(self.message_bytes(m) for m in messages)
+        total = len(system.encode()) + self._messages_bytes(messages)
         for t in tools:
             total += len(orjson.dumps(getattr(t, "parameters", None) or {})) + len(
                 getattr(t, "description", "") or ""
             )
+        return total
+
+    def _messages_bytes(self, messages: Sequence[Message]) -> int:
+        """Total :meth:`message_bytes` of ``messages``, O(new messages) past the last list sized.
+
+        The prefix test is one C-level list comparison (identity first: the context hands out
+        the same message objects); an equal but different prefix has the same sizes anyway.
+        """
+        last, last_total = self._last
+        n = len(last)
+        if n and len(messages) >= n and list(messages[:n]) == last:
+            total = last_total + sum(self.message_bytes(m) for m in messages[n:])
+        else:
+            total = sum(self.message_bytes(m) for m in messages)
+        self._last = (list(messages), total)
         return total
 
     def estimate(self, system: str, messages: Sequence[Message], tools: Sequence[Any] = ()) -> int:

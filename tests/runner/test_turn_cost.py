@@ -124,13 +124,12 @@ def _count_calls(journal: Any) -> Counter[str]:
     return calls
 
 
-async def test_a_tool_turn_reads_back_nothing_the_runner_just_wrote(
-    tmp_path: Path, mock: MockProvider, workspace: Path
-) -> None:
-    """One turn of two LLM steps and one tool call: the runner knows a new turn has no tool calls,
-    which calls its step committed, that a step for a context its own commit made has no attempts,
-    and the session's caps once read. Before: 3 ``tool_calls``, 2 ``step_attempts`` and 3
-    ``session_limits`` reads per turn (19 journal round trips in all, now 12)."""
+async def _list_dir_turn(tmp_path: Path, mock: MockProvider, workspace: Path) -> Any:
+    """A warm-up turn, then one counted turn of two LLM steps and one ``list_dir`` call.
+
+    Returns:
+        ``(journal calls of the counted turn, every event, the turn's tool-call rows)``.
+    """
     (workspace / "a.txt").write_text("x")
     for _ in range(2):
         mock.script(openai_tool_calls([("call_ls", "list_dir", {"path": "."})]), TextReply("done"))
@@ -138,12 +137,132 @@ async def test_a_tool_turn_reads_back_nothing_the_runner_just_wrote(
         runner = await reg.get_runner((await reg.create_session(workspace)).id)
         await runner.run_turn("warm up")
         calls = _count_calls(reg.journal)
-        await runner.run_turn("list it")
-        types = [e.type for e in await reg.journal.events(runner.session_id, 0)]
+        turn_id = await runner.run_turn("list it")
+        counted = Counter(calls)  # the reads below are the test's own
+        events = await reg.journal.events(runner.session_id, 0)
+        rows = await reg.journal.tool_calls(runner.session_id, turn_id=turn_id)
+    return counted, events, rows
+
+
+async def test_a_tool_turn_reads_back_nothing_the_runner_just_wrote(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """One turn of two LLM steps and one tool call: the runner knows a new turn has no tool calls,
+    which calls its step committed, that a step for a context its own commit made has no attempts,
+    and the session's caps once read. Before: 3 ``tool_calls``, 2 ``step_attempts`` and 3
+    ``session_limits`` reads per turn (19 journal round trips in all, now 12)."""
+    calls, events, _ = await _list_dir_turn(tmp_path, mock, workspace)
+    types = [e.type for e in events]
     assert types[-1] == "turn.completed" and types.count("tool.result") == 2
     assert calls["tool_calls"] == 0
     assert calls["step_attempts"] == 0
     assert calls["session_limits"] == 1
     assert calls["get_session"] == 1
-    assert calls["acquire_lease"] == calls["release_lease"] == 1
+    assert calls["acquire_lease"] == 1
     assert calls["existing_tool_call_ids"] == 1
+
+
+async def test_the_completion_commit_gives_the_lease_up(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """A completed turn releases its lease in its ``turn.completed`` transaction (it took a
+    ``release_lease`` transaction after it); another worker may take the lease at once."""
+    mock.script(TextReply("one"), TextReply("two"))
+    async with SessionRegistry.open(_settings(tmp_path / "home", mock)) as reg:
+        runner = await reg.get_runner((await reg.create_session(workspace)).id)
+        await runner.run_turn("warm up")
+        calls = _count_calls(reg.journal)
+        await runner.run_turn("again")
+        row = await reg.journal.get_session(runner.session_id)
+        assert (row.status, row.lease_owner) == ("done", None)
+        other = await reg.journal.acquire_lease(runner.session_id, "w_other", ttl_s=30)
+    assert other.token == row.fencing_token + 1
+    assert calls["release_lease"] == 0
+    assert calls["commit"] == 3  # accept, step.started, reply + turn.completed + lease
+
+
+async def test_a_quick_read_only_call_commits_its_start_with_its_result(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """An in-process read-only call that ends within a frame: ``tool.started`` rides in the
+    result's transaction (6 commits per tool turn, was 7); the row ends ``done`` with its runner
+    recorded, as before."""
+    calls, events, rows = await _list_dir_turn(tmp_path, mock, workspace)
+    assert calls["commit"] == 6
+    started = [e for e in events if e.type == "tool.started"][-1]
+    result = [e for e in events if e.type == "tool.result"][-1]
+    assert started.seq < result.seq and started.ts == result.ts  # one transaction, in order
+    assert [(r.status, r.runner is not None, r.result_status) for r in rows] == [("done", True, "ok")]
+
+
+def _slow_tools(gate: anyio.Event, out: list[str]) -> Any:
+    from pydantic import BaseModel
+
+    from acagent.tools import Tool, ToolResult, default_tools
+
+    class Args(BaseModel):
+        text: str = ""
+
+    class SlowRead(Tool):
+        name = "slow_read"
+        description = "Read slowly."
+        args_model = Args
+        idempotent = True
+        read_only = True
+
+        async def run(self, args: Any, ctx: Any) -> Any:
+            if args.text:
+                ctx.emit_output(args.text)
+            await gate.wait()
+            out.append("ran")
+            return ToolResult("read")
+
+    return lambda: {**default_tools(), "slow_read": SlowRead()}
+
+
+@pytest.mark.parametrize("output", ["", "live output"])
+async def test_a_read_only_call_that_runs_longer_is_seen_started_before_its_output(
+    tmp_path: Path, mock: MockProvider, workspace: Path, output: str
+) -> None:
+    """A deferred start is committed once the call outlasts a frame, or at once when it streams
+    output — never after that output (the journal holds start, output, result in this order)."""
+    gate, ran = anyio.Event(), []
+    mock.script(openai_tool_calls([("call_s", "slow_read", {"text": output})]), TextReply("done"))
+    async with SessionRegistry.open(
+        _settings(tmp_path / "home", mock), tools_factory=_slow_tools(gate, ran)
+    ) as reg:
+        runner = await reg.get_runner((await reg.create_session(workspace)).id)
+        await runner.step("read")
+        with anyio.fail_after(10):
+            while True:
+                types = [e.type for e in await reg.journal.events(runner.session_id, 0)]
+                if "tool.started" in types and (not output or "tool.output" in types):
+                    break
+                await anyio.sleep(0.01)
+        assert "tool.result" not in types and not ran
+        gate.set()
+        await runner.wait()
+        types = [e.type for e in await reg.journal.events(runner.session_id, 0)]
+    wanted = ["tool.call", "tool.started", *(["tool.output"] if output else []), "tool.result"]
+    assert [t for t in types if t.startswith("tool.")] == wanted
+    assert types[-1] == "turn.completed"
+
+
+def test_a_request_is_sized_by_its_new_messages_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimate before each call looks at the messages added since the last one (it sized
+    every message of the history each time: O(history) per call)."""
+    from acagent.messages import Message, TextPart
+    from acagent.runner._window import RequestEstimator
+
+    est = RequestEstimator()
+    history = [Message(role="user", parts=[TextPart(text=f"m{i}")]) for i in range(50)]
+    first = est.request_bytes("sys", history)
+    sized: list[Message] = []
+    real = est.message_bytes
+    monkeypatch.setattr(est, "message_bytes", lambda m: sized.append(m) or real(m))
+    new = Message(role="user", parts=[TextPart(text="new")])
+    assert est.request_bytes("sys", [*history, new]) == first + real(new)
+    assert sized == [new]
+    # a different history is sized in full, and right
+    other = history[:10]
+    assert est.request_bytes("sys", other) == len(b"sys") + sum(real(m) for m in other)
