@@ -235,7 +235,8 @@ def _valid_prefix(messages: Sequence[Message]) -> tuple[int, list[Message], set[
         if hit is not None:
             prefix, seen = hit
             n = len(prefix)
-            if n <= len(messages) and all(a is b for a, b in zip(prefix, messages, strict=False)):
+            # one C-level comparison (identity first; an equal prefix checks the same anyway)
+            if n <= len(messages) and tuple(messages[:n]) == prefix:
                 _VALID.move_to_end(id(messages[0]))
                 return n, list(prefix), set(seen)
     return 0, [], set()
