@@ -118,16 +118,27 @@ under 1 ms of loop CPU per turn (or several processes sharing the sessions); tod
 sessions (an empty journal costs the same). Keep heavy imports lazy in `acagent/runner` and `acagent/tools`.
 """,
     "openai CPU per call flat in history": """
-**Finding (figure 8).** What still grows with history is the request body itself: at 500 turns it is ≈ 2 MB,
-and joining the cached per-message encodings (`bytes.join`) and writing them to the socket cost the loop
-thread ≈ 4 ms (cProfile of 8 calls at 500 turns: `socket.send` and `bytes.join` lead the timed part; every
-other step is O(new messages)). The ratio rose from 1.67× / 1.36× (SDK wire) to ≈ 2.4× mostly because the
-10-turn call got cheaper with httpx (≈ 3 ms); the SDK's `create(**params)` costs ≈ 0.5 s at 500 turns. Outside
-the timed part (requests are built before timing) `check_history` was O(history) per request, ≈ 7–8 ms at 500
-turns; it is O(new messages) since 984b6c4. The argument-assembly figure includes decoding each event's JSON
-(≈ 10 µs per fragment): a fix is to read a fragment's `arguments` without building the whole chunk dict. Fixes
-for the body: send it as a chunked iterator of the cached parts (no join), or keep the joined prefix between
-calls.
+**Finding (figure 8).** Encoding a call is O(new messages) and the part of the body two calls share is not joined
+again: `BodyEncoder.messages` finds the common prefix by list-slice comparison (`_common_prefix`), the shared items
+are kept joined between calls (`_Runs` in `acagent/providers/_body.py`) and the body is posted as its parts
+(`BodyEncoder.parts` → `BodyParts` in `acagent/providers/_http.py`, a Content-Length body). What still grows with
+history is the kernel's work of sending the ≈ 2 MB (`socket.send`), and the loop thread's own, unchanged work runs
+slower while the mock decodes and validates that body on the other core. In a failing profile look for a
+`bytes.join` of megabytes (a body joined again: `encode_body` instead of `encode_parts` on the send path), for
+`_SelectorSocketTransport.write` copying (a first `send` that takes only part of a large part copies the rest into
+the transport's buffer: split large parts, or a larger `SO_SNDBUF`), and for `check_history`/`_valid_prefix`
+(outside the timed part; the history check is O(new messages) only while the new request extends the last one).
+""",
+    "1 MB of arguments in 9-byte fragments": """
+**Finding (figure 8, argument assembly).** Each fragment is one wire event. The OpenAI adapter reads the commonest
+chunk without its general path (`_args_fragment` and `_next_fragment` in `acagent/providers/_openai_stream.py`) and,
+after the first, without decoding it (`FragmentTemplate` in `acagent/providers/_stream.py`); the Anthropic adapter
+maps `content_block_delta` without a generator; `ArgsBuffer.append` skips a fragment inside a string value in one
+regular-expression match. What is left per fragment is spread out: the frozen `ToolCallArgsDelta` (its
+`object.__setattr__` per field), `PartsBuilder.feed`, `next_chunk` and the async generator's yield per event, and,
+for Anthropic, decoding each event (`orjson.loads`, which is already cheaper than matching a template for these
+escape-heavy fragments). The next step would be to map the events one read of the wire delivers together and emit
+one argument delta per call for them.
 """,
     "one-shot CPU ≤ Codex's": """
 **Finding (section P).** Sampled on CPU time (`ITIMER_PROF`, main thread, 3 runs of `acagent run --yes --json`

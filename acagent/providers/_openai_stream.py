@@ -20,7 +20,7 @@ Whether a call's text is a complete object is known in O(1) per fragment
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,7 @@ from acagent.providers._base import (
     stream_error,
 )
 from acagent.providers._parts import ArgsBuffer
-from acagent.providers._stream import BaseStreamedResponse, parse_data
+from acagent.providers._stream import BaseStreamedResponse, FragmentTemplate, parse_data
 
 __all__ = ["OpenAIStreamedResponse", "openai_status_error"]
 
@@ -82,6 +82,39 @@ def _in_band_error(provider: str, chunk: dict[str, Any]) -> ProviderError:
 
 # --------------------------------------------------------------------------- stream mapping
 
+_ARGS_PATH = ("choices", 0, "delta", "tool_calls", 0, "function", "arguments")
+"""Where an argument fragment is in a chunk (:func:`_args_fragment`)."""
+
+
+def _args_fragment(chunk: dict[str, Any]) -> tuple[int, str] | None:
+    """``(wire index, argument text)`` of the commonest chunk — one argument fragment and
+    nothing else (no id, name, text, reasoning, finish reason or usage) — else None.
+
+    Why a fast path: 1 MB of arguments in 9-byte fragments is 116,509 such chunks, and the
+    general path (three nested generators and every policy question) cost ≈ 5 µs of CPU each;
+    after the first, the stream's :class:`FragmentTemplate` reads them without decoding.
+    """
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or chunk.get("usage") is not None:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") or choice.get("index") not in (0, None):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or delta.get("content") or delta.get("reasoning_content"):
+        return None
+    calls = delta.get("tool_calls")
+    if delta.get("reasoning") or type(calls) is not list or len(calls) != 1:
+        return None
+    fragment = calls[0]
+    if type(fragment) is not dict or fragment.get("id"):
+        return None
+    function, index = fragment.get("function"), fragment.get("index")
+    if type(function) is not dict or function.get("name") or type(index) is not int:
+        return None
+    args = function.get("arguments")
+    return (index, args) if type(args) is str and args else None
+
 
 @dataclass
 class _OpenCall:
@@ -122,12 +155,24 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
         self._last_wire_index = 0
         self._final_usage = False
         self._done = False
+        self._template: FragmentTemplate | None = None
+        """The text of this stream's argument-fragment chunks around the fragment, once learnt."""
+        self._template_index = 0
+        self._learn = 4
+        """Templates still to try learning (each try decodes a chunk twice more)."""
 
-    def _on_item(self, item: tuple[str, str]) -> Iterator[StreamEvent]:
+    def _on_item(self, item: tuple[str, str]) -> Iterable[StreamEvent]:
         data = item[1]
         if data.startswith("[DONE]"):
             self._done = True  # the end marker: reading stops (as the SDK did)
-            return iter(())
+            return ()
+        template, text = self._template, None
+        if template is not None:
+            text = template.match(data)
+            if text is not None:
+                fast = self._next_fragment(self._template_index, text)
+                if fast is not None:
+                    return fast
         chunk = parse_data(self._provider, data)
         if not isinstance(chunk, dict):
             raise UnexpectedModelBehavior(
@@ -135,7 +180,30 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
             )
         if chunk.get("error"):
             raise _in_band_error(self._provider, chunk)
-        return self._on_chunk(chunk)
+        fragment = _args_fragment(chunk)
+        fast = None if fragment is None else self._next_fragment(*fragment)
+        if fragment is None or fast is None:
+            return self._on_chunk(chunk)
+        if chunk.get("id"):
+            self._response_id = chunk["id"]
+        if self._learn > 0 and text is None:
+            self._learn -= 1  # a stream whose chunks all differ (a random field) stops trying
+            self._template = FragmentTemplate.learn(data, chunk, _ARGS_PATH)
+            self._template_index = fragment[0]
+        return fast
+
+    def _next_fragment(self, index: int, args: str) -> tuple[StreamEvent] | None:
+        """One argument fragment of the call already streaming at wire index ``index``, mapped
+        without the general path (:meth:`_on_tool_fragment` gives the same events and state for
+        it); None when the general path must decide (no such call, or a complete one, which the
+        id-less policy may follow with a new call)."""
+        call = self._calls.get(index)
+        if call is None or not call.started or call.args.complete:
+            return None
+        self._last_wire_index = index
+        call.args.append(args)
+        self._held_names.pop(index, None)
+        return (ToolCallArgsDelta(call.slot, args),)
 
     def _ended(self) -> bool:
         return self._done

@@ -33,7 +33,9 @@ OUTPUT_LIMIT_ERROR = (
 )
 """``arguments_error`` of a tool call cut by the output limit."""
 
-_IN_STRING = re.compile(r'["\\]')
+_STRING_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+"""The rest of a string value: characters and escapes, up to its closing quote (or a backslash
+ending the fragment), skipped in one match."""
 _OUTSIDE = re.compile(r'[{}\[\]"]')
 _NON_WS = re.compile(r"\S")
 
@@ -65,6 +67,8 @@ class ArgsBuffer:
         self._text = None
         self.size += len(text)
         self.scanned += len(text)
+        if self._in_string and not self._escape and _STRING_BODY.match(text).end() == len(text):  # type: ignore[union-attr]
+            return  # the commonest fragment: inside a string value, which it does not end
         self._complete = None if self._state in ("object", "empty") else self._complete
         self._scan(text)
 
@@ -82,14 +86,14 @@ class ArgsBuffer:
                 i += 1
                 continue
             if self._in_string:
-                m = _IN_STRING.search(text, i)
-                if m is None:
+                i = _STRING_BODY.match(text, i).end()  # type: ignore[union-attr]
+                if i == n:
                     return
-                i = m.end()
-                if m.group() == "\\":
+                if text[i] == "\\":  # a backslash ending the fragment: its escape follows
                     self._escape = True
                 else:
                     self._in_string = False
+                i += 1
                 continue
             if self._state == "empty":
                 m = _NON_WS.search(text, i)

@@ -25,9 +25,12 @@ Completion policy (F22):
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import Any, TypeVar
 
 import anyio
@@ -47,7 +50,7 @@ def transport_errors() -> tuple[type[BaseException], ...]:
     return (httpx.TransportError,) if httpx is not None else ()
 
 
-__all__ = ["BaseStreamedResponse", "next_chunk", "parse_data"]
+__all__ = ["BaseStreamedResponse", "FragmentTemplate", "next_chunk", "parse_data"]
 
 log = logging.getLogger("acagent.providers")
 
@@ -66,6 +69,74 @@ def parse_data(provider: str, data: str) -> Any:
         raise UnexpectedModelBehavior(
             f"{provider!r} sent a stream event that is not JSON: {exc}", body=data[:500]
         ) from exc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate, which the strict decoder refuses (the string scanner accepts it)."""
+
+
+class FragmentTemplate:
+    """One stream's recurring event — the same JSON but for one string value — as the text
+    around that value, so the next such events are read without decoding them (F24).
+
+    Why: 1 MB of tool arguments in 9-byte fragments is 116,509 events, identical but for the
+    fragment; decoding each into dicts and walking them cost more than everything else done per
+    fragment. :meth:`learn` derives the template from an event already decoded and checked, and
+    proves it (the text around the value, with another value in its place, decodes to the same
+    event); :meth:`match` gives the value of an event with exactly that text around one JSON
+    string literal, or None — anything else (another shape, an invalid literal) is decoded in
+    full by the caller, with the same errors as before.
+    """
+
+    __slots__ = ("prefix", "suffix")
+
+    def __init__(self, prefix: str, suffix: str) -> None:
+        self.prefix, self.suffix = prefix, suffix
+
+    @classmethod
+    def learn(cls, data: str, event: dict[str, Any], path: tuple[str | int, ...]) -> FragmentTemplate | None:
+        """The template of ``data`` around the string at ``path`` in ``event`` (its decoding,
+        which this changes), or None when that string's place in the text is not certain."""
+        *parents, key = path
+        holder: Any = event
+        for step in parents:
+            holder = holder[step]
+        value = holder[key]
+        found = []
+        for m in re.finditer(re.escape(json.dumps(key)) + r'\s*:\s*"', data):
+            try:
+                decoded, end = _scanstring(data, m.end())
+            except ValueError:
+                continue
+            if decoded == value:
+                found.append((m.end() - 1, end))
+        if len(found) != 1:
+            return None
+        start, end = found[0]
+        template = cls(data[:start], data[end:])
+        holder[key] = value + "\x01é"
+        try:
+            proof = orjson.loads(template.prefix + orjson.dumps(holder[key]).decode() + template.suffix)
+        except orjson.JSONDecodeError:
+            return None
+        return template if proof == event else None
+
+    def match(self, data: str) -> str | None:
+        """The string value of ``data`` when it is this template's text around one valid JSON
+        string literal, else None (the caller then decodes ``data`` in full)."""
+        if not data.startswith(self.prefix) or not data.endswith(self.suffix):
+            return None
+        start = len(self.prefix)
+        if data[start : start + 1] != '"':
+            return None
+        value: str
+        try:  # the C string scanner: strict (control characters, bad escapes are errors)
+            value, end = _scanstring(data, start + 1)
+        except ValueError:
+            return None
+        if end != len(data) - len(self.suffix) or _SURROGATE.search(value):
+            return None
+        return value
 
 
 async def next_chunk(
@@ -152,7 +223,7 @@ class BaseStreamedResponse(ABC):
 
     # -- what an adapter provides ----------------------------------------------
     @abstractmethod
-    def _on_item(self, item: tuple[str, str]) -> Iterator[StreamEvent]:
+    def _on_item(self, item: tuple[str, str]) -> Iterable[StreamEvent]:
         """Map one ``(event type, data)`` to stream events (and record end markers).
 
         Raises:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from acagent.messages import Message, TextPart
 from acagent.providers._base import ModelRequest, Response, StreamEvent, ToolDefinition
+from acagent.providers._sse import WireActivity
 
 
 def user(text: str) -> Message:
@@ -169,3 +172,17 @@ def quirky(stream: bytes, eol: bytes = b"\n") -> bytes:
         out.append([f"id: {n + 1}".encode()])
     body = (eol + eol).join(eol.join(lines) for lines in out) + eol + eol
     return b"\xef\xbb\xbf" + body
+
+
+class EventList:
+    """An event source stand-in over ``(type, data)`` events built beforehand, carrying a
+    ``WireActivity`` like a real one (what the adapters' stream mapping reads)."""
+
+    def __init__(self, items: Iterable[tuple[str, str]]) -> None:
+        self._items = deque(items)
+        self.activity = WireActivity()
+
+    async def __anext__(self) -> tuple[str, str]:
+        if not self._items:
+            raise StopAsyncIteration
+        return self._items.popleft()

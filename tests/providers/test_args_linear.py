@@ -8,7 +8,6 @@ received so far on every fragment: n²/18 characters for 9-byte fragments).
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 from acagent.providers._anthropic import AnthropicStreamedResponse
 from acagent.providers._openai import OpenAIStreamedResponse
 from acagent.providers._parts import ArgsBuffer
-from acagent.providers._sse import WireActivity
+from tests.providers.helpers import EventList
 
 pytestmark = pytest.mark.anyio
 
@@ -69,25 +68,12 @@ def anthropic_events(args: str, fragment: int = 9) -> Iterator[tuple[str, str]]:
     yield event({"type": "message_stop"})
 
 
-class _Stream:
-    """An event source stand-in carrying a ``WireActivity`` like a real one."""
-
-    def __init__(self, items: Iterator[tuple[str, str]]) -> None:
-        self._items = deque(items)
-        self.activity = WireActivity()
-
-    async def __anext__(self) -> tuple[str, str]:
-        if not self._items:
-            raise StopAsyncIteration
-        return self._items.popleft()
-
-
 def streamed(api: str, args: str, fragment: int = 9) -> Any:
     """A real adapter StreamedResponse over an in-memory stream of ``args`` in fragments."""
     kw = {"provider": api, "base_url": "mem", "idle_timeout_s": 60.0, "deadline": 1e12}
     if api == "openai":
-        return OpenAIStreamedResponse(_Stream(openai_chunks(args, fragment)), **kw)  # type: ignore[arg-type]
-    return AnthropicStreamedResponse(_Stream(anthropic_events(args, fragment)), **kw)  # type: ignore[arg-type]
+        return OpenAIStreamedResponse(EventList(openai_chunks(args, fragment)), **kw)  # type: ignore[arg-type]
+    return AnthropicStreamedResponse(EventList(anthropic_events(args, fragment)), **kw)  # type: ignore[arg-type]
 
 
 async def drain(response: Any) -> Any:
@@ -135,6 +121,10 @@ def test_args_buffer_scans_each_character_once() -> None:
         ('{"a": 1', False),
         ("[1]", False),
         ("{nope}", False),
+        ('{"a": "\\\\\\"}"}', True),  # an escaped backslash, then an escaped quote, in the string
+        ('{"a": "\\u0022}"}', True),
+        ('{"a": "}\\\\"', False),
+        ('{"a": "\\n{", "b": ["]"]}', True),
     ],
 )
 def test_args_buffer_completeness(text: str, complete: bool) -> None:
