@@ -12,7 +12,6 @@ never expire while its holder is still renewing on schedule.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -259,6 +258,8 @@ def load_settings(
     config: dict[str, Any] = {}
     cfg_path = home / "config.toml"
     if cfg_path.exists():
+        import tomllib  # only with a config file (its import is ~2 ms of a one-shot run without one)
+
         try:
             config = tomllib.loads(cfg_path.read_text())
         except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:

@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,6 +193,8 @@ def _read_mcp_table(path: Path) -> tuple[McpConfig, list[str]]:
     (each approved by the user before it starts) is taken from it: a ``model``, ``auto_approve``
     or ``shell_allow`` there would let a cloned repository pick what runs without asking.
     """
+    import tomllib  # only for a project config (most directories have none)
+
     try:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:

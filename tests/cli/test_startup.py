@@ -7,13 +7,14 @@ SDK, prompt_toolkit outside ``chat``).
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.mockprovider import MockProvider, TextReply
+from tests.mockprovider import MockProvider, TextReply, openai_tool_calls
 
 HEAVY = {"openai", "anthropic", "fastapi", "uvicorn", "websockets", "httpx", "starlette", "prompt_toolkit"}
 
@@ -119,3 +120,81 @@ def test_one_shot_run_imports_only_what_it_uses(tmp_path: Path, mock: MockProvid
     assert proc.returncode == 0, proc.stderr[-2000:]
     unused = {"openai", "anthropic", "fastapi", "uvicorn", "websockets", "starlette", "prompt_toolkit"}
     assert not mods & unused, mods & unused
+
+
+ONE_SHOT_UNUSED = {
+    "anthropic", "openai", "click", "pygments", "rich", "prompt_toolkit", "fastapi", "uvicorn",
+    "websockets", "starlette", "mcp", "psycopg", "tomllib", "acagent.render", "acagent.server",
+    "acagent.client._remote", "acagent.cli._chat", "acagent.cli._serve", "acagent.cli._sessions",
+    "acagent.cli._doctor", "acagent.cli._models", "acagent.store.pg", "acagent.mcp._client",
+}  # fmt: skip
+"""What a one-shot ``run --yes --json`` tool-call turn without a config file and without a daemon
+does not use (issue 12): the renderer (``--json`` prints envelopes), the daemon client and web
+stack, the other commands, PostgreSQL, the MCP SDK (no server configured), the TOML parser (no
+config file), the provider SDKs, httpx's CLI."""
+
+PROBE = """
+import atexit, gc, json, sys
+def report():
+    from acagent import events
+    built = sorted(events.EVENT_TYPES._built)
+    sys.stderr.write("PROBE " + json.dumps({"gc": gc.isenabled(), "frozen": gc.get_freeze_count(), "built": built}) + "\\n")
+atexit.register(report)
+sys.argv = ["acagent", *sys.argv[1:]]
+from acagent._entry import main
+main()
+"""
+
+
+def _probe(args: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run ``acagent ARGS`` through the console script's entry point; what it left at exit."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("PROBE ")]
+    assert lines, proc.stderr[-2000:]
+    return proc, json.loads(lines[-1].removeprefix("PROBE "))
+
+
+def test_one_shot_tool_turn_imports_only_what_it_uses(tmp_path: Path, mock: MockProvider) -> None:
+    """``run --yes --json`` with a shell call (the turn the peers benchmark measures) loads
+    nothing of :data:`ONE_SHOT_UNUSED`."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "marker.txt").write_text("marker-7f3a\n")
+    mock.script(openai_tool_calls([("call_1", "shell", {"command": "cat marker.txt"})]), TextReply("done"))
+    args = ["run", "--yes", "--json", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go"]
+    proc, mods = _imported(args, _env(tmp_path / "home"), work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert any(e["type"] == "tool.result" and "marker-7f3a" in e["payload"]["content"] for e in events)
+    assert events[-1]["type"] == "turn.completed"
+    assert not mods & ONE_SHOT_UNUSED, mods & ONE_SHOT_UNUSED
+
+
+def test_one_shot_turn_builds_only_the_payload_models_it_validates(
+    tmp_path: Path, mock: MockProvider
+) -> None:
+    """An event type's payload model is built the first time that type is journaled
+    (``acagent/_payloads.py``): the types a tool-call turn never emits cost nothing. And start-up
+    ran with the garbage collector held off: at exit it is on again, over a frozen start-up heap
+    (``acagent/_entry.py`` ``settled``)."""
+    work = tmp_path / "w"
+    work.mkdir()
+    mock.script(openai_tool_calls([("call_1", "shell", {"command": "echo hi"})]), TextReply("done"))
+    args = ["run", "--yes", "--json", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go"]
+    proc, seen = _probe(args, _env(tmp_path / "home"), work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    emitted = {json.loads(line)["type"] for line in proc.stdout.splitlines()}
+    trusted = {"assistant.delta", "tool.output"}  # built by the loop itself, not validated
+    assert {"user.message", "tool.call", "tool.result", "turn.completed"} <= set(seen["built"])
+    assert set(seen["built"]) <= emitted - trusted, (seen["built"], emitted)
+    assert seen["gc"] is True and seen["frozen"] > 1000, seen
+
+
+def test_other_commands_turn_the_collector_back_on(tmp_path: Path) -> None:
+    """A command that never opens a session client settles right after its module loads."""
+    proc, seen = _probe(["sessions", "list", "--json"], _env(tmp_path / "home"), tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert seen["gc"] is True and seen["frozen"] > 1000, seen
