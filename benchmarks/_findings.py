@@ -141,25 +141,30 @@ escape-heavy fragments). The next step would be to map the events one read of th
 one argument delta per call for them.
 """,
     "one-shot CPU ≤ Codex's": """
-**Finding (section P).** Sampled on CPU time (`ITIMER_PROF`, main thread, 3 runs of `acagent run --yes --json`
-against the mock), what is left is import and class-building work, not the turn (`AgenticLoop.run_turn` ≈ 4 % of the
-samples):
+**Finding (section P).** Sampled on CPU time (`ITIMER_PROF`, 6 runs of `acagent run --yes --json` against the
+mock, every thread's stack) and timed per phase, what is left is still start-up, not the turn: the phase before
+the command's event loop starts (typer, argv parsing, settings) is about half of the process's CPU, opening the
+session (runner, store, tools and MCP imports, the journal) a quarter, the turn and exit the rest — much of that in
+worker threads (httpx's import and client, SQLite). Already done: the collector is held off while start-up builds
+its long-lived objects (`acagent/_entry.py` `settled`), the event payload models are built per type on first use
+(`acagent/_payloads.py`), tomllib loads only with a config file. What remains, by owner:
 
-- typer 0.29 builds a pydantic `TypeAdapter` for every parameter of the invoked command when it parses argv
-  (`typer/core.py get_runtime_param` → `typer/_adapters.py`), ~28 % of the samples including the pydantic import
-  it triggers; but measured alone once pydantic is imported (it is anyway, for the events), parsing `run`'s argv
-  costs ≈ 8 ms with typer 0.29 against ≈ 5 ms with 0.28, so pinning typer was tried and dropped;
-- pydantic model classes built at import (`acagent/events.py`, `acagent/settings.py` + `acagent/usage/_caps.py`,
-  the tools' argument models, `acagent/mcp/_config.py`): `_model_construction.__new__` ≈ 12 %;
-- `@dataclass` code generation (`dataclasses._process_class` ≈ 17 %: `store/_ops.py`, `providers/_base.py`,
-  `store/_rows.py`, anyio's own), each class `exec`s its generated `__init__`/`__repr__`/`__eq__`;
-- httpx (≈ 0.1 s, in the worker thread that builds the client; its CLI is no longer imported).
+- pydantic itself, the largest item: `acagent/messages.py`, `acagent/tools/_base.py` and the providers use models,
+  so the one-shot path pays pydantic's import, its first-use imports (`pydantic.types`, `annotated_types`,
+  `json_schema`) and its plugin loader (`pydantic/plugin/_loader.py get_plugins`: `importlib.metadata`, with
+  `email`, `zipfile`, `csv`, and a scan of every installed distribution's entry points) — whoever builds a schema
+  first pays it (typer's per-parameter `TypeAdapter`s in `typer/_adapters.py`, then `acagent/settings.py`); once
+  it is paid, typer's adapters for `run` cost about a millisecond;
+- `@dataclass(frozen=True)` code generation (`dataclasses._create_fn` `exec`s six methods per class; ~1 ms a
+  class): `store/_ops.py`, `providers/_base.py`, `store/_rows.py`; `repr=False, eq=False` saves only a fifth of it;
+- `acagent/runner/_sdk.py` `_import_sdk` calls `providers/_registry.py _targets()`, which scans the entry points
+  again (a second `importlib.metadata` scan) even for a built-in provider;
+- httpx's import and `AsyncClient` (`providers/_http.py _make_client`, in a worker thread).
 
-**Fixes.** (1) Keep argument coercion out of typer's per-parameter adapters (plain `click` options for `run`, or
-a typer that caches adapters per annotation). (2) Build the event payload models and the settings models lazily
-(`defer_build` does not help: the class creation itself is the cost) or as plain dataclasses/TypedDicts validated
-at the edges only. (3) `@dataclass(repr=False, eq=False)` (or plain classes with `__slots__`) for the store ops
-and rows that never need them.
+**Fixes.** (1) Keep pydantic off the one-shot path (plain classes validated at the edges for messages and tool
+arguments), or at least skip its plugin scan. (2) Plain `__slots__` classes for the store ops, rows and provider
+stream types. (3) Resolve a built-in provider from `_BUILTIN` in `_import_sdk`, as `_parse` does. (4) A lighter HTTP
+client for the wire adapters.
 """,
     "`acagent --help`": """
 **Finding (figure 6).** `acagent --help` spends its time importing and formatting, not in acagent:

@@ -269,6 +269,7 @@ async def open_client(
             row = await registry.create_session(cwd, model=model, title=title)
             created = True
         runner = await registry.get_runner(row.id)
+        settled()  # what the session runs on is built (acagent/_entry.py, "Garbage collection")
         if model_flag and not created:
             runner.model_override = model_flag  # an explicit --model applies to this process's turns
         effective = runner.model_override or row.model or ""
@@ -279,7 +280,6 @@ async def open_client(
             from acagent.cli._models import prepare_local_model
 
             await anyio.to_thread.run_sync(prepare_local_model, effective, settings)
-        settled()  # what the session runs on is built (acagent/_entry.py, "Garbage collection")
         yield Opened(
             client=LocalSessionClient(registry, row.id),
             session_id=row.id,
