@@ -12,6 +12,7 @@ import functools
 import io
 import os
 import pstats
+import re
 import statistics
 import tempfile
 import time
@@ -35,17 +36,46 @@ __all__ = [
     "profile_top",
     "scripted_factory",
     "stats",
+    "text_slice",
     "tmp_home",
+    "user_text",
 ]
 
-USER_TEXT = ("Please look at the build script and tell me what the flaky test does. " * 15)[:1000]
-"""The user message of every turn (1,000 characters)."""
-ASSISTANT_TEXT = ("The test starts a server on a random port and races the client against it. " * 14)[:1000]
+
+def _corpus() -> str:
+    """Real, non-repetitive prose and code: CPython's language-reference topics (``pydoc_data``).
+
+    The texts used to be one sentence repeated 15 times, which zlib compresses 12×: a figure
+    measuring bytes (figure 3) could then pass on repetition alone. These slices compress about
+    2× on their own, like real conversation text.
+    """
+    from pydoc_data.topics import topics
+
+    return re.sub(r"[ \t]+", " ", "".join(topics[k] for k in sorted(topics)))
+
+
+_CORPUS = _corpus()
+
+
+def text_slice(length: int, index: int) -> str:
+    """Slice ``index`` (0, 1, …) of ``length`` characters of the corpus, deterministic, distinct per index."""
+    start = (index * 7919) % (len(_CORPUS) - length)
+    return _CORPUS[start : start + length]
+
+
+USER_TEXT = text_slice(1000, 0)
+"""The user message of every turn (1,000 characters of real prose)."""
+ASSISTANT_TEXT = text_slice(1000, 1)
 """The final assistant answer of every turn (1,000 characters)."""
-PREAMBLE_TEXT = ASSISTANT_TEXT[:200]
+PREAMBLE_TEXT = text_slice(200, 2)
 """The assistant text that accompanies the tool call (200 characters)."""
-TOOL_ARG = ("tests/test_server.py::test_reconnect " * 25)[:800]
+TOOL_ARG = text_slice(800, 3)
 """The echo tool's argument, echoed back as its result (800 characters)."""
+
+
+def user_text(turn: int) -> str:
+    """A distinct 1,000-character user message for turn ``turn`` (benchmarks that vary the texts)."""
+    return text_slice(1000, 2 * turn + 8)  # even indices; the scripted replies use odd ones
 
 
 # ---------------------------------------------------------------------------------- the workload
@@ -83,23 +113,34 @@ def _echo_tool_class() -> Any:
     return EchoTool
 
 
-def scripted_factory(*, tool_calls: bool = True, delay_s: float = 0.0) -> Callable[[Any], Any]:
+def scripted_factory(
+    *, tool_calls: bool = True, delay_s: float = 0.0, vary: bool = False
+) -> Callable[[Any], Any]:
     """A ScriptedModel reply factory: a tool call every other step, ~1 KB texts.
 
     After a user text the model answers with a short preamble and one ``echo`` call; after the
     tool result it answers with the final 1 KB text. With ``tool_calls=False`` every reply is the
-    final text.
+    final text. With ``vary=True`` every reply takes other slices of the corpus (one index per
+    call of the factory), so no two turns repeat a text (figure 3 measures bytes).
     """
+    import itertools
+
     from acagent.testing import Reply, ToolCallSpec
+
+    calls = itertools.count(1)
 
     def factory(request: Any) -> Any:
         last = request.messages[-1]
         answered = any(getattr(p, "part_kind", "") == "tool_result" for p in last.parts)
-        if not tool_calls or answered:
-            return Reply(text=ASSISTANT_TEXT, delay_s=delay_s)
-        return Reply(
-            text=PREAMBLE_TEXT, tool_calls=[ToolCallSpec("echo", {"text": TOOL_ARG})], delay_s=delay_s
+        k = 6 * next(calls)
+        final, preamble, arg = (
+            (text_slice(1000, k + 1), text_slice(200, k + 3), text_slice(800, k + 5))
+            if vary
+            else (ASSISTANT_TEXT, PREAMBLE_TEXT, TOOL_ARG)
         )
+        if not tool_calls or answered:
+            return Reply(text=final, delay_s=delay_s)
+        return Reply(text=preamble, tool_calls=[ToolCallSpec("echo", {"text": arg})], delay_s=delay_s)
 
     return factory
 

@@ -149,6 +149,8 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
     import sqlite3
     import time
 
+    from acagent.store._payload import encode_payload, payload_text
+
     db = sqlite3.connect(db_path, isolation_level=None)
     try:
         session = db.execute("SELECT * FROM session WHERE id = ?", (session_id,)).fetchone()
@@ -160,10 +162,23 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
         def sub(row: tuple[Any, ...], new: str) -> tuple[Any, ...]:
             return tuple(v.replace(session_id, new) if isinstance(v, str) else v for v in row)
 
+        cols = [r[1] for r in db.execute("PRAGMA table_info(session)")]
+        num_at = cols.index("num")
+        texts = [(seq, ts, typ, payload_text(p)) for _sid, seq, ts, typ, p in events]
         db.execute("BEGIN IMMEDIATE")
         for new in ids:
-            db.execute(f"INSERT INTO session VALUES ({','.join('?' * len(session))})", sub(session, new))
-            for table, rows in (("event", events), ("step", steps), ("tool_call", calls)):
+            (num,) = db.execute("SELECT COALESCE(MAX(num), 0) + 1 FROM session").fetchone()
+            row = list(sub(session, new))
+            row[num_at] = num
+            db.execute(f"INSERT INTO session VALUES ({','.join('?' * len(row))})", row)
+            db.executemany(  # event_log (m007): key = num << 32 | seq, payload stored compressed
+                "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)",
+                [
+                    ((num << 32) | seq, ts, typ, encode_payload(p.replace(session_id, new)))
+                    for seq, ts, typ, p in texts
+                ],
+            )
+            for table, rows in (("step", steps), ("tool_call", calls)):
                 if rows:
                     db.executemany(
                         f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})",

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from benchmarks._common import USER_TEXT, bench_settings, echo_tools, io_written, scripted_factory, tmp_home
+from benchmarks._common import bench_settings, echo_tools, io_written, scripted_factory, tmp_home, user_text
 
 __all__ = ["measure_bytes"]
 
@@ -40,7 +40,7 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
     from acagent.runner import SessionRegistry
     from acagent.testing import ScriptedModel
 
-    factory = scripted_factory(tool_calls=True)
+    factory = scripted_factory(tool_calls=True, vary=True)
     out = []
     with tmp_home("f3b") as home:
         settings = bench_settings(home)
@@ -62,13 +62,13 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
             done = 0
             for length in lengths:
                 while done < length - 1:
-                    await runner.run_turn(USER_TEXT)
+                    await runner.run_turn(user_text(done))
                     done += 1
                 first = await journal.get_session(row.id)
                 c0, l0, w0 = commits[0], leases[0], io_written()
                 window = max(per_point, length // 2)  # long enough to include its share of checkpoints
                 for _ in range(window):
-                    await runner.run_turn(USER_TEXT)
+                    await runner.run_turn(user_text(done))
                     done += 1
                 await anyio.sleep(0.05)  # the transcript pump takes the last events
                 w1 = io_written()

@@ -31,6 +31,7 @@ from acagent.events import Event, make_payload, now_ts
 from acagent.store._migrations import migrate
 from acagent.store._numbering import LAST_MESSAGE_CHARS, commit_order, number_events
 from acagent.store._ops import Op
+from acagent.store._payload import encode_payload
 from acagent.store._protocol import ImportedSession
 from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
 from acagent.store._sqlite_lease import HOSTNAME, SqliteLeases, transaction
@@ -43,7 +44,14 @@ __all__ = ["HOSTNAME", "PAGE_SIZE", "SqliteJournal"]
 T = TypeVar("T")
 PAGE_SIZE = 1024
 """Page size of a newly created journal, bytes (an existing file keeps its own)."""
-_INSERT_EVENT = "INSERT INTO event (session_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?)"
+_INSERT_EVENT = "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)"
+_NEXT_NUM = "(SELECT COALESCE(MAX(num), 0) + 1 FROM session)"
+"""A new session's ``num`` (the ``session_num`` index answers it; creation holds the write lock)."""
+
+
+def _event_row(num: int, seq: int, ts: str, typ: str, payload: str) -> tuple[int, str, str, str | bytes]:
+    """The ``event_log`` row of one event (key ``num << 32 | seq``, see ``m007_compact_journal``)."""
+    return ((num << 32) | seq, ts, typ, encode_payload(payload))
 
 
 _FULL_DISK_CODES = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
@@ -146,12 +154,14 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
         payload = make_payload("session.created", cwd=cwd, model=model, title=title)
 
         def tx(db: sqlite3.Connection) -> None:
-            db.execute(
-                "INSERT INTO session (id, cwd, title, model, status, created_at, updated_at, last_seq)"
-                " VALUES (?, ?, ?, ?, 'pending', ?, ?, 1)",
+            num = db.execute(
+                "INSERT INTO session (id, cwd, title, model, status, created_at, updated_at, last_seq, num)"
+                f" VALUES (?, ?, ?, ?, 'pending', ?, ?, 1, {_NEXT_NUM}) RETURNING num",
                 (sid, cwd, title, model, ts, ts),
+            ).fetchone()[0]
+            db.execute(
+                _INSERT_EVENT, _event_row(num, 1, ts, "session.created", orjson.dumps(payload).decode())
             )
-            db.execute(_INSERT_EVENT, (sid, 1, ts, "session.created", orjson.dumps(payload).decode()))
 
         await self._run(lambda db: transaction(db, lambda: tx(db)))
         event = Event(seq=1, ts=ts, session_id=sid, type="session.created", payload=payload)
@@ -171,13 +181,14 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
 
         def body(db: sqlite3.Connection) -> None:
             s = session
-            db.execute(
-                "INSERT INTO session (id, cwd, status, created_at, updated_at) VALUES (?, ?, 'pending', ?, ?)",
+            num = db.execute(
+                "INSERT INTO session (id, cwd, status, created_at, updated_at, num)"
+                f" VALUES (?, ?, 'pending', ?, ?, {_NEXT_NUM}) RETURNING num",
                 (s.session_id, s.cwd, s.created_at or ts, ts),
-            )
+            ).fetchone()[0]
             batch: list[tuple[Any, ...]] = []
             for e in events:
-                batch.append((s.session_id, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()))
+                batch.append(_event_row(num, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()))
                 if len(batch) >= 500:
                     db.executemany(_INSERT_EVENT, batch)
                     batch.clear()
@@ -258,18 +269,23 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
 
         def body(db: sqlite3.Connection) -> list[Event]:
             row = db.execute(
-                "SELECT last_seq, fencing_token, status, cancel_requested, tail_bytes FROM session WHERE id = ?",
+                "SELECT last_seq, fencing_token, status, cancel_requested, tail_bytes, num FROM session WHERE id = ?",
                 (session_id,),
             ).fetchone()
             if row is None:
                 raise SessionNotFound(f"no session {session_id!r}")
-            last_seq, token, status, cancel, tail_bytes = row
+            last_seq, token, status, cancel, tail_bytes, num = row
             if lease is not None and token != lease.token:
                 raise StaleLease(
                     f"session {session_id!r}: fencing token {lease.token} superseded by {token}; write discarded"
                 )
             ctx = TxContext(
-                db=db, session_id=session_id, ts=ts, status=status, cancel_requested=cancel, now=time.time()
+                db=db,
+                session_id=session_id,
+                ts=ts,
+                status=status,
+                cancel_requested=cancel,
+                now=time.time(),
             )
             extra = [out for out in (apply_op(op, ctx) for op in ops) if out is not None]
             n = number_events(session_id, last_seq, tail_bytes, ts, commit_order(extra, events))
@@ -277,7 +293,7 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                 return []
             db.executemany(
                 _INSERT_EVENT,
-                [(session_id, e.seq, ts, e.type, p) for e, p in zip(n.events, n.payloads, strict=True)],
+                [_event_row(num, e.seq, ts, e.type, p) for e, p in zip(n.events, n.payloads, strict=True)],
             )
             sets = "last_seq = ?, updated_at = ?, tail_bytes = ?"
             args: list[Any] = [n.last_seq, ts, n.tail_bytes]

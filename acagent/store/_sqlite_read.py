@@ -13,9 +13,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from acagent.errors import SessionNotFound
+from acagent.errors import JournalError, SessionNotFound
 from acagent.events import Event
 from acagent.store._ops import CONTEXT_TYPES
+from acagent.store._payload import decode_payload
 from acagent.store._rows import (
     PENDING_APPROVAL,
     SESSION_COLS,
@@ -27,7 +28,7 @@ from acagent.store._rows import (
     latest_requests,
 )
 
-__all__ = ["SqliteReads"]
+__all__ = ["SqliteReads", "select_events"]
 
 T = TypeVar("T")
 _SESSION = ", ".join(SESSION_COLS)
@@ -35,11 +36,54 @@ _STEP = ", ".join(STEP_COLS)
 _TOOL = ", ".join(TOOL_COLS)
 
 
+_SEQ_MASK = (1 << 32) - 1
+
+
 def _events(session_id: str, rows: list[Any]) -> list[Event]:
-    return [
-        Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=orjson.loads(payload))
-        for seq, ts, typ, payload in rows
-    ]
+    """Events of ``event_log`` rows ``(key, ts, type, payload)`` (keys of one session).
+
+    Raises:
+        JournalError: a stored payload does not decode (names the session and seq).
+    """
+    out = []
+    for key, ts, typ, stored in rows:
+        seq = key & _SEQ_MASK
+        try:
+            payload = orjson.loads(decode_payload(stored, session_id, seq))
+        except orjson.JSONDecodeError as exc:
+            raise JournalError(
+                f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})"
+            ) from exc
+        out.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload))
+    return out
+
+
+def select_events(
+    db: sqlite3.Connection,
+    session_id: str,
+    *,
+    since: int = 0,
+    until: int | None = None,
+    types: Sequence[str] = (),
+    limit: int | None = None,
+) -> list[Any]:
+    """``event_log`` rows of one session with ``since < seq (<= until)``, of ``types`` if given,
+    ascending seq: one range of the integer key (``m007_compact_journal``), no index."""
+    row = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
+    if row is None or row[0] is None:
+        return []
+    base = row[0] << 32
+    hi = base + (_SEQ_MASK if until is None else min(until, _SEQ_MASK))
+    sql = "SELECT key, ts, type, payload FROM event_log WHERE key > ? AND key <= ?"
+    args: list[Any] = [base + max(since, 0), hi]
+    if types:
+        sql += f" AND type IN ({','.join('?' * len(types))})"
+        args.extend(types)
+    sql += " ORDER BY key"
+    if limit is not None:
+        sql += " LIMIT ?"
+        args.append(limit)
+    return db.execute(sql, args).fetchall()
 
 
 class SqliteReads:
@@ -127,16 +171,7 @@ class SqliteReads:
         """Committed events with ``since < seq (<= until)``, ascending seq, at most ``limit``."""
 
         def q(db: sqlite3.Connection) -> Any:
-            sql = "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND seq > ?"
-            args: list[Any] = [session_id, since]
-            if until is not None:
-                sql += " AND seq <= ?"
-                args.append(until)
-            sql += " ORDER BY seq"
-            if limit is not None:
-                sql += " LIMIT ?"
-                args.append(limit)
-            return db.execute(sql, args).fetchall()
+            return select_events(db, session_id, since=since, until=until, limit=limit)
 
         return _events(session_id, await self._run(q, read=True))
 
@@ -159,7 +194,6 @@ class SqliteReads:
         One read transaction: the checkpoint position and the events come from the same snapshot.
         """
         types = ("checkpoint", *CONTEXT_TYPES)
-        marks = ",".join("?" * len(types))
 
         def q(db: sqlite3.Connection) -> Any:
             db.execute("BEGIN")
@@ -167,11 +201,7 @@ class SqliteReads:
                 row = db.execute("SELECT checkpoint_seq FROM session WHERE id = ?", (session_id,)).fetchone()
                 if row is None:
                     return None
-                return db.execute(
-                    "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND seq >= ?"
-                    f" AND type IN ({marks}) ORDER BY seq",
-                    (session_id, row[0], *types),
-                ).fetchall()
+                return select_events(db, session_id, since=row[0] - 1, types=types)
             finally:
                 db.execute("COMMIT")
 
@@ -262,10 +292,6 @@ class SqliteReads:
             return []
 
         def q(db: sqlite3.Connection) -> Any:
-            return db.execute(
-                "SELECT seq, ts, type, payload FROM event WHERE session_id = ? AND type = 'approval.requested'"
-                " ORDER BY seq",
-                (session_id,),
-            ).fetchall()
+            return select_events(db, session_id, types=("approval.requested",))
 
         return latest_requests(pending, _events(session_id, await self._run(q, read=True)))

@@ -301,8 +301,11 @@ class UsageQueries:
         """How many turns the session has started (``turn.started`` events)."""
 
         def q(db: sqlite3.Connection) -> int:
+            # one range of event_log's key (m007), filtered by type without decoding a payload
             row = db.execute(
-                "SELECT COUNT(*) FROM event WHERE session_id = ? AND type = 'turn.started'", (session_id,)
+                "SELECT COUNT(*) FROM session s JOIN event_log e ON e.key > (s.num << 32)"
+                " AND e.key <= (s.num << 32) + 4294967295 WHERE s.id = ? AND e.type = 'turn.started'",
+                (session_id,),
             ).fetchone()
             return int(row[0])
 

@@ -36,6 +36,7 @@ from acagent.runner._context import build_context
 from acagent.store import SqliteJournal
 from acagent.store._import import import_transcript, plan_import
 from acagent.store._ops import CONTEXT_TYPES
+from acagent.store._payload import payload_text
 from acagent.store._transcript import TranscriptWriter, parse_transcript, read_transcript
 from tests.cases.conftest import journal_events, open_session, parse_lines, session_transcript, settings_for
 from tests.mockprovider import MockProvider, TextReply, openai_tool_calls, validate_anthropic, validate_openai
@@ -229,7 +230,9 @@ def test_fixture_import_keeps_second_turn_and_reports_lines_4_and_7(
     assert '"third qu"' not in text
 
     db = sqlite3.connect(cli.home / "acagent.db")
-    payloads = [json.loads(p) for (p,) in db.execute("SELECT payload FROM event WHERE type = 'error'")]
+    payloads = [
+        json.loads(payload_text(p)) for (p,) in db.execute("SELECT payload FROM event WHERE type = 'error'")
+    ]
     (error,) = payloads
     assert error["code"] == "transcript_damaged"
     assert_warning(error["message"], error["detail"], fixture, [(4, 394, 0), (7, 1150, 0)])

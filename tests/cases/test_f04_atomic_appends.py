@@ -34,6 +34,7 @@ import pytest
 
 from acagent.runner import SessionRegistry
 from acagent.settings import load_settings
+from acagent.store._payload import payload_text
 from tests.cases.conftest import parse_lines
 from tests.mockprovider import MockProvider, Script, openai_text, openai_tool_calls
 
@@ -107,7 +108,7 @@ def test_eight_parallel_streams_every_line_parses(cli: Any, mock: MockProvider, 
         assert (
             hashlib.sha256(joined.encode()).hexdigest() == hashlib.sha256(expected_stdout(n)).hexdigest()
         ), n
-    results = [json.loads(p) for _, typ, p in rows if typ == "tool.result"]
+    results = [json.loads(payload_text(p)) for _, typ, p in rows if typ == "tool.result"]
     assert [r["status"] for r in results] == ["ok"] * 8
     assert all(r.status == 200 for r in mock.requests)
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from acagent.store._payload import payload_text
 from tests.mcp._support import demo_server, pids_alive, write_config
 from tests.mockprovider import MockProvider, openai_text, openai_tool_calls
 
@@ -93,7 +94,8 @@ def test_sigkill_mid_call_reruns_idempotent_and_never_destructive(
     results = {
         p["tool_call_id"]: p
         for (p,) in (
-            (json.loads(r[0]),) for r in db.execute("SELECT payload FROM event WHERE type = 'tool.result'")
+            (json.loads(payload_text(r[0])),)
+            for r in db.execute("SELECT payload FROM event WHERE type = 'tool.result'")
         )
     }
     assert results["call_count"]["status"] == "ok" and results["call_count"]["content"] == "counted n"

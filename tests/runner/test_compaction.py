@@ -23,6 +23,7 @@ from acagent.runner import SessionRegistry
 from acagent.runner._cut import SUMMARY_MARK, SUMMARY_SYSTEM
 from acagent.runner._window import bytes_to_tokens
 from acagent.settings import load_settings
+from acagent.store._payload import payload_text
 from tests.mockprovider import MockProvider, Script, openai_text, openai_tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -346,7 +347,7 @@ def test_sigkill_during_compaction_resumes_with_exactly_one_compaction(
     assert len(summaries) == len(steps) - (1 if point == "compact_before_call" else 0)
     assert [s[2] for s in steps].count("done") == 1
     retries = [
-        json.loads(r[0])
+        json.loads(payload_text(r[0]))
         for r in db.execute("SELECT payload FROM event WHERE session_id = ? AND type = 'llm.retry'", (sid,))
     ]
     assert any(r["reason"] == "process_died" for r in retries)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from acagent.store._payload import payload_text
 from tests.mockprovider import MockProvider, Script, TextReply, split_every
 
 PREFIX = "Here is a long answer that streams in many small pieces. "
@@ -106,12 +107,18 @@ def test_full_disk_mid_turn_fails_in_one_line_and_resumes_when_space_is_back_f54
             proc.kill()
             proc.communicate()
     assert proc.returncode not in (0, None), (proc.returncode, err)
-    line = _one_line(err)
+    # The transcript (a derived view) may hit the full disk before the journal does — with
+    # compressed journal payloads (m007) it often does: its one warning line may precede the error.
+    repaired = "it will be repaired from the journal"
+    line = _one_line("\n".join(x for x in err.splitlines() if repaired not in x))
     assert "full" in line, line
     filler.unlink()
     db = _db(home)
     sid, status, _owner = db.execute("SELECT id, status, lease_owner FROM session").fetchone()
-    assert status in ("running", "waiting_tool"), status  # nothing moved it to a resting state
+    # Nothing moved it to a resting state — or the turn's end still fit (a small commit can reuse
+    # WAL space the disk no longer has; compressed payloads since m007 make that likelier) and it
+    # is `failed` with the disk-full reason journaled: then a new message continues the session.
+    assert status in ("running", "waiting_tool", "failed"), status
     db.close()
     second = cli(
         "run",
@@ -122,6 +129,7 @@ def test_full_disk_mid_turn_fails_in_one_line_and_resumes_when_space_is_back_f54
         "openai:mock",
         "--base-url",
         mock.openai_base_url,
+        *(["continue"] if status == "failed" else []),
         cwd=workspace,
         extra_env=env,
         timeout=60,
@@ -133,7 +141,7 @@ def test_full_disk_mid_turn_fails_in_one_line_and_resumes_when_space_is_back_f54
         "SELECT seq, type, payload FROM event WHERE session_id = ? ORDER BY seq", (sid,)
     ).fetchall()
     assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
-    assert any(t == "user.message" and json.loads(p)["text"] == "hello" for _, t, p in rows)
+    assert any(t == "user.message" and json.loads(payload_text(p))["text"] == "hello" for _, t, p in rows)
     assert [t for _, t, _ in rows].count("turn.completed") == 1
     assert db.execute("SELECT status, lease_owner FROM session").fetchone() == ("done", None)
 

@@ -13,6 +13,7 @@ import sqlite3
 
 import pytest
 
+from acagent.store._payload import payload_text
 from tests.cli.test_chat_tmux import Tmux, term  # noqa: F401  # the tmux fixture
 from tests.mockprovider import MockProvider, TextReply, openai_tool_calls
 
@@ -37,7 +38,7 @@ def test_ctrl_c_at_the_approval_prompt_cancels_at_once_as_the_users_cancel_f57(
     db = sqlite3.connect(term.env["ACAGENT_HOME"] + "/acagent.db")
     status = db.execute("SELECT status FROM session").fetchone()[0]
     ends = [
-        json.loads(p)
+        json.loads(payload_text(p))
         for t, p in db.execute("SELECT type, payload FROM event ORDER BY seq").fetchall()
         if t == "turn.interrupted"
     ]

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from acagent.store._payload import payload_text
 from acagent.tools import ShellTool, validate_arguments
 from tests.cases.conftest import journal_events, open_session, session_transcript, settings_for
 from tests.mockprovider import MockProvider, TextReply, openai_tool_calls
@@ -99,17 +100,18 @@ EXPORT = textwrap.dedent(
 def grow_session(db: Path, session_id: str, copies: int) -> int:
     """Append ``copies`` copies of the session's biggest event (raw SQL); returns total bytes."""
     with sqlite3.connect(db) as con:
-        _seq, ts, typ, payload = con.execute(
-            "SELECT seq, ts, type, payload FROM event WHERE session_id = ? ORDER BY length(payload) DESC LIMIT 1",
-            (session_id,),
-        ).fetchone()
-        (last,) = con.execute("SELECT last_seq FROM session WHERE id = ?", (session_id,)).fetchone()
+        stored = con.execute(
+            "SELECT ts, type, payload FROM event WHERE session_id = ?", (session_id,)
+        ).fetchall()
+        ts, typ, payload = max(((t, ty, payload_text(p)) for t, ty, p in stored), key=lambda r: len(r[2]))
+        (last, num) = con.execute("SELECT last_seq, num FROM session WHERE id = ?", (session_id,)).fetchone()
         big = payload if len(payload) > 100_000 else payload.replace('"done"', '"' + "y" * 500_000 + '"', 1)
         rows = [
-            (session_id, last + i, ts, "user.message" if big is not payload else typ, big)
+            ((num << 32) | (last + i), ts, "user.message" if big is not payload else typ, big)
             for i in range(1, copies + 1)
         ]
-        con.executemany("INSERT INTO event (session_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?)", rows)
+        # event_log (m007): key = session.num << 32 | seq; a TEXT payload is plain JSON
+        con.executemany("INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)", rows)
         con.execute("UPDATE session SET last_seq = ? WHERE id = ?", (last + copies, session_id))
         return len(big) * copies
 

@@ -1,0 +1,94 @@
+"""Event payloads as the SQLite journal stores them: raw deflate with a preset dictionary.
+
+Bytes written per turn (benchmarks figure 3) are dominated by the journal: every payload is
+written once into the WAL and once more when the WAL is checkpointed into the database, and the
+JSONL transcript holds it a third time. Compressing the journal's copy is the only way to stay
+near the transcript's size. One event is compressed on its own (any event stays readable by
+seq, and type queries stay plain SQL), with a preset dictionary of the envelope's keys and
+values every event repeats (an event of a few hundred bytes shares no history to compress
+against otherwise): about 2.9× on the benchmark's non-repetitive events, JSONL envelope
+bytes over stored bytes.
+
+Stored format, told apart by SQLite's storage class (no column for it):
+
+- ``TEXT``: the payload's JSON text (rows written before ``m007``, and payloads that do not get
+  smaller);
+- ``BLOB``: one format byte (:data:`FORMAT_DEFLATE_V1`) then raw deflate (``wbits=-15``: no zlib
+  header or checksum; SQLite pages carry no checksum either, and a corrupt stream fails to
+  inflate or to parse) of the payload's JSON with :data:`_DICT_V1`.
+
+The dictionary is part of the file format: never edit it; a new one takes a new format byte.
+(stdlib zlib on purpose: zstd would compress ~10 % better but adds a dependency for every user.)
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from acagent.errors import JournalError
+
+__all__ = ["FORMAT_DEFLATE_V1", "decode_payload", "encode_payload", "payload_text"]
+
+FORMAT_DEFLATE_V1 = 1
+"""Format byte of a deflate-with-:data:`_DICT_V1` payload."""
+
+# zlib finds the end of a dictionary cheapest to refer to: the most common strings come last.
+_DICT_V1 = (
+    b'"cwd":"/","title":null,"reason":"cancelled","error":{"code":"message":"detail":'
+    b'"approval":"pending","decision":"allow","always","deny","note":null,"is_error":true,'
+    b'"summary":"first_kept_seq":"upto_seq":"messages":[{"role":"user","parts":[{"kind":"text",'
+    b'"tool_call","tool_result","arguments":{"path":"command":"content":"output":"exit_code":0,'
+    b'"idempotent":true,"read_only":true,"name":"bash","read","edit","write","echo",'
+    b'"cached_input_tokens":0,"reasoning_tokens":0,"cost_usd":null,"finish_reason":"stop",'
+    b'"input_tokens":"output_tokens":"total_tokens":"session_input_tokens":'
+    b'"session_output_tokens":"model":"test:scripted","context_tokens":'
+    b'"status":"done","previous":"running","waiting_tool","waiting_user","pending","failed",'
+    b'"status":"ok","interrupted":false,"tool_call_id":"call_","arguments":{"text":"'
+    b'"message":{"role":"assistant","parts":[{"kind":"text","text":"'
+    b'"turn_id":"turn_","step_id":"ses_","request_id":"ses_","attempt":1,'
+    b'{"turn_id":"turn_'
+)
+
+
+def encode_payload(text: str) -> str | bytes:
+    """What to store for a payload's JSON ``text``: the compressed BLOB, or ``text`` if not smaller."""
+    raw = text.encode()
+    z = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICT_V1)
+    packed = bytes((FORMAT_DEFLATE_V1,)) + z.compress(raw) + z.flush()
+    return packed if len(packed) < len(raw) else text
+
+
+def decode_payload(stored: str | bytes, session_id: str, seq: int) -> bytes | str:
+    """The payload JSON of a stored value (:func:`encode_payload`'s output, or a pre-m007 row).
+
+    Raises:
+        JournalError: an unknown format byte or a stream that does not inflate (names the session
+            and seq; the rest of the session stays readable).
+    """
+    if isinstance(stored, str):
+        return stored
+    if not stored or stored[0] != FORMAT_DEFLATE_V1:
+        fmt = stored[0] if stored else None
+        raise JournalError(
+            f"session {session_id!r} event {seq}: stored payload has unknown format {fmt!r}"
+            " (written by a newer acagent?)"
+        )
+    try:
+        z = zlib.decompressobj(-15, zdict=_DICT_V1)
+        out = z.decompress(stored[1:]) + z.flush()
+    except zlib.error as exc:
+        raise JournalError(f"session {session_id!r} event {seq}: stored payload is corrupt ({exc})") from exc
+    if not z.eof:
+        raise JournalError(f"session {session_id!r} event {seq}: stored payload is corrupt (truncated)")
+    return out
+
+
+def payload_text(stored: str | bytes) -> str:
+    """The JSON text of a stored payload, for code that reads the file with plain sqlite3
+    (the ``event`` view's ``payload`` column): ``json.loads(payload_text(p))``.
+
+    Raises:
+        JournalError: the stored value does not decode.
+    """
+    out = decode_payload(stored, "?", 0)
+    return out if isinstance(out, str) else out.decode()

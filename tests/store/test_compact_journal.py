@@ -1,0 +1,189 @@
+"""The compact event layout of m007 (benchmarks figure 3): one integer-keyed b-tree, compressed payloads.
+
+A database written before m007 (built here with the old migrations and the old row layout)
+migrates and reads every event byte for byte; new events round-trip to their exact JSONL
+envelope; a corrupt stored payload is one clear JournalError naming the session and seq; the
+type queries still answer; and a small commit writes a pinned number of WAL frames.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from acagent.errors import JournalError
+from acagent.events import Event
+from acagent.store import SqliteJournal
+from acagent.store import _migrations as migrations
+from acagent.store._payload import FORMAT_DEFLATE_V1, decode_payload, encode_payload
+
+pytestmark = pytest.mark.anyio
+
+TS = "2026-01-02T03:04:05.678901Z"
+_PAYLOADS: list[tuple[str, dict[str, Any]]] = [
+    ("session.status", {"status": "running", "previous": "pending", "turn_id": "turn_1"}),
+    ("turn.started", {"turn_id": "turn_1"}),
+    ("user.message", {"turn_id": "turn_1", "text": 'héllo ✓ — naïve "quotes" \\ back\nslash ' * 9}),
+    ("approval.requested", {"turn_id": "turn_1", "tool_call_id": "call_a", "name": "bash", "arguments": {}}),
+    ("usage", {"turn_id": "turn_1", "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.25, "x": None}),
+    ("assistant.message", {"turn_id": "turn_1", "text": "done", "nested": {"a": [1, 2.5, True, None]}}),
+    ("turn.started", {"turn_id": "turn_2"}),
+]
+
+
+def _old_database(path: Path) -> dict[str, list[bytes]]:
+    """A journal file as acagent wrote it before m007: migrations m001–m006, old event rows.
+
+    Returns the JSONL envelope bytes of every event, per session.
+    """
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA page_size = 1024")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for fn in migrations.MIGRATIONS[:6]:
+        db.execute("BEGIN")
+        fn(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?)", (fn.__name__, TS))
+        db.execute("COMMIT")
+    assert "m007_compact_journal" not in {fn.__name__ for fn in migrations.MIGRATIONS[:6]}
+    envelopes: dict[str, list[bytes]] = {}
+    for sid in ("ses_old_a", "ses_old_b"):
+        rows = [("session.created", {"cwd": "/w", "model": None, "title": None}), *_PAYLOADS]
+        db.execute(
+            "INSERT INTO session (id, cwd, status, created_at, updated_at, last_seq) VALUES (?, '/w', 'done', ?, ?, ?)",
+            (sid, TS, TS, len(rows)),
+        )
+        for seq, (typ, payload) in enumerate(rows, 1):
+            db.execute(
+                "INSERT INTO event (session_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?)",
+                (sid, seq, TS, typ, orjson.dumps(payload).decode()),
+            )
+            ev = Event(seq=seq, ts=TS, session_id=sid, type=typ, payload=payload)
+            envelopes.setdefault(sid, []).append(ev.to_json_bytes())
+    db.execute(
+        "INSERT INTO tool_call (session_id, tool_call_id, turn_id, step_id, idx, name, arguments, status,"
+        " approval, idempotent) VALUES ('ses_old_a', 'call_a', 'turn_1', 's', 0, 'bash', '{}', 'waiting_user',"
+        " 'pending', 0)"
+    )
+    db.close()
+    return envelopes
+
+
+async def test_pre_m007_database_migrates_and_reads_every_event_identically(tmp_path: Path) -> None:
+    """Old rows keep their JSON text; every API reads them byte for byte; new commits append after them."""
+    path = tmp_path / "old.db"
+    envelopes = _old_database(path)
+    j = await SqliteJournal.open(path)
+    try:
+        for sid, expected in envelopes.items():
+            got = [e.to_json_bytes() for e in await j.events(sid)]
+            assert got == expected
+            assert [e.seq for e in await j.events(sid, 2, until=4)] == [3, 4]
+            assert await j.turns_started(sid) == 2
+            ctx = [e.type for e in await j.context_events(sid)]
+            assert ctx == [t for t, _ in _PAYLOADS if t in ("user.message", "assistant.message")]
+        pending = await j.pending_approval_events("ses_old_a")
+        assert [(e.seq, e.payload["tool_call_id"]) for e in pending] == [(5, "call_a")]
+        # a new commit after the migration: compressed, numbered after the old rows
+        new = await j.commit_unfenced("ses_old_a", [_PAYLOADS[2]], reason="test")
+        assert new[0].seq == len(envelopes["ses_old_a"]) + 1
+        assert [e.to_json_bytes() for e in await j.events("ses_old_a", new[0].seq - 1)] == [
+            new[0].to_json_bytes()
+        ]
+        created, _ = await j.create_session(cwd="/w", model=None, title=None)
+        assert [e.type for e in await j.events(created.id)] == ["session.created"]
+    finally:
+        await j.aclose()
+    db = sqlite3.connect(path)
+    kinds = dict(db.execute("SELECT typeof(payload), COUNT(*) FROM event_log GROUP BY 1").fetchall())
+    assert kinds["text"] == 2 * len(envelopes["ses_old_a"])  # copied as they were
+    assert kinds.get("blob", 0) >= 1
+    # the compatibility view still answers the old columns
+    assert db.execute(
+        "SELECT seq, type FROM event WHERE session_id = 'ses_old_b' AND seq = 4"
+    ).fetchone() == (
+        4,
+        "user.message",
+    )
+    db.close()
+
+
+async def test_events_round_trip_to_the_exact_jsonl_envelope(tmp_path: Path) -> None:
+    """What commit returns, what the journal reads back and what the transcript writes are the same bytes."""
+    j = await SqliteJournal.open(tmp_path / "a.db")
+    try:
+        row, first = await j.create_session(cwd="/w", model="m", title=None)
+        big = {"turn_id": "t", "text": "".join(chr(0x20 + (i * 7919) % 0x2FF0) for i in range(5000))}
+        committed = [
+            first,
+            *await j.commit_unfenced(row.id, [*_PAYLOADS, ("tool.result", big)], reason="test"),
+        ]
+        read = await j.events(row.id)
+        assert [e.to_json_bytes() for e in read] == [e.to_json_bytes() for e in committed]
+    finally:
+        await j.aclose()
+
+
+def test_encode_keeps_text_that_does_not_shrink_and_decodes_both() -> None:
+    """Short payloads stay JSON text (TEXT); longer ones become a format-1 BLOB; both decode."""
+    short = '{"a":1}'
+    assert encode_payload(short) == short
+    long_text = orjson.dumps({"turn_id": "turn_x", "text": "the same words again " * 20}).decode()
+    packed = encode_payload(long_text)
+    assert isinstance(packed, bytes) and packed[0] == FORMAT_DEFLATE_V1 and len(packed) < len(long_text)
+    assert decode_payload(packed, "s", 1) == long_text.encode()
+    assert decode_payload(short, "s", 1) == short
+
+
+async def test_corrupt_stored_payload_is_one_clear_journal_error(tmp_path: Path) -> None:
+    """A damaged BLOB fails the read with a JournalError naming the session and seq (no zlib traceback)."""
+    path = tmp_path / "a.db"
+    j = await SqliteJournal.open(path)
+    try:
+        row, _ = await j.create_session(cwd="/w", model=None, title=None)
+        await j.commit_unfenced(row.id, [_PAYLOADS[2]], reason="test")
+        db = sqlite3.connect(path)
+        key, blob = db.execute("SELECT key, payload FROM event_log WHERE key & 4294967295 = 2").fetchone()
+        for damaged in (
+            blob[:1] + bytes(b ^ 0x5A for b in blob[1:]),
+            blob[: len(blob) // 2],
+            b"\x09" + blob[1:],
+        ):
+            with db:
+                db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (damaged, key))
+            with pytest.raises(JournalError) as err:
+                await j.events(row.id)
+            assert f"session {row.id!r} event 2" in err.value.message
+            assert err.value.__cause__ is None or not isinstance(err.value.__cause__, JournalError)
+        db.close()
+    finally:
+        await j.aclose()
+
+
+def _wal_frames(path: Path) -> int:
+    size = Path(f"{path}-wal").stat().st_size
+    return 0 if size == 0 else (size - 32) // (24 + 1024)
+
+
+async def test_small_commit_writes_two_wal_frames(tmp_path: Path) -> None:
+    """A commit of two small events writes the session row's page and the event b-tree's last leaf:
+    two WAL frames (before m007: a third for the (session_id, seq) key's b-tree)."""
+    path = tmp_path / "a.db"
+    j = await SqliteJournal.open(path)
+    try:
+        row, _ = await j.create_session(cwd="/w", model=None, title=None)
+        lease = await j.acquire_lease(row.id, "w1", ttl_s=30)
+        small = [("turn.started", {"turn_id": "turn_1"}), ("session.status", {"status": "x"})]
+        await j.commit(row.id, small, lease=lease)  # the leaf and the file size settle
+        other = sqlite3.connect(path)
+        assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        other.close()
+        assert _wal_frames(path) == 0
+        await j.commit(row.id, small, lease=lease)
+        assert _wal_frames(path) == 2
+    finally:
+        await j.aclose()
