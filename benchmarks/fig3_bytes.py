@@ -8,6 +8,10 @@ max(5, history / 2) consecutive turns so periodic work (WAL checkpoints, context
 it is in a real session. The anchor is the turn's own events: the bytes of their JSONL envelopes,
 context checkpoints excluded. Journal transactions per turn are counted by wrapping the journal's
 ``commit``/``commit_unfenced`` and, apart, its lease taking and release (benchmark-only).
+
+The texts are realistic: every user message, reply and tool argument is a different slice of real
+prose and code (``scripted_factory(vary=True)``, ``user_text``), because the journal compresses
+payloads (m007) and a repeated sentence would compress ~12× and pass the figure on repetition.
 """
 
 from __future__ import annotations

@@ -257,7 +257,10 @@ def _bytes_per_turn(fig: Figure, quick: bool) -> None:
         rows,
         "Bytes written per turn (`benchmarks/fig3_bytes.py`: journal + WAL + WAL checkpoints + transcript + context "
         "checkpoints, every `write` of the process during the turn, averaged over consecutive turns) against the "
-        "JSONL bytes of the turn's own events (context checkpoints excluded). For scale, issue 12 measured "
+        "JSONL bytes of the turn's own events (context checkpoints excluded). The texts are real, non-repetitive "
+        "prose and code (slices of CPython's language reference, a different slice for every message, about 2× "
+        "compressible on their own; `benchmarks/_common.py`), so the journal's compression cannot pass on "
+        "repetition. For scale, issue 12 measured "
         + ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in PEERS.items())
         + " per one-shot turn (not measured by this run).",
     )

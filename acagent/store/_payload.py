@@ -58,37 +58,39 @@ def encode_payload(text: str) -> str | bytes:
     return packed if len(packed) < len(raw) else text
 
 
-def decode_payload(stored: str | bytes, session_id: str, seq: int) -> bytes | str:
-    """The payload JSON of a stored value (:func:`encode_payload`'s output, or a pre-m007 row).
+def decode_payload(stored: str | bytes, where: str) -> bytes | str:
+    """The JSON of a stored value (:func:`encode_payload`'s output, or a pre-m007 row).
+
+    Args:
+        where: what the value is, for the error (``"session 'ses_…' event 12"``).
 
     Raises:
-        JournalError: an unknown format byte or a stream that does not inflate (names the session
-            and seq; the rest of the session stays readable).
+        JournalError: an unknown format byte or a stream that does not inflate (names ``where``;
+            the rest of the session stays readable).
     """
     if isinstance(stored, str):
         return stored
     if not stored or stored[0] != FORMAT_DEFLATE_V1:
         fmt = stored[0] if stored else None
         raise JournalError(
-            f"session {session_id!r} event {seq}: stored payload has unknown format {fmt!r}"
-            " (written by a newer acagent?)"
+            f"{where}: stored payload has unknown format {fmt!r} (written by a newer acagent?)"
         )
     try:
         z = zlib.decompressobj(-15, zdict=_DICT_V1)
         out = z.decompress(stored[1:]) + z.flush()
     except zlib.error as exc:
-        raise JournalError(f"session {session_id!r} event {seq}: stored payload is corrupt ({exc})") from exc
+        raise JournalError(f"{where}: stored payload is corrupt ({exc})") from exc
     if not z.eof:
-        raise JournalError(f"session {session_id!r} event {seq}: stored payload is corrupt (truncated)")
+        raise JournalError(f"{where}: stored payload is corrupt (truncated)")
     return out
 
 
 def payload_text(stored: str | bytes) -> str:
     """The JSON text of a stored payload, for code that reads the file with plain sqlite3
-    (the ``event`` view's ``payload`` column): ``json.loads(payload_text(p))``.
+    (the ``event`` view's ``payload``, ``tool_call.arguments``): ``json.loads(payload_text(p))``.
 
     Raises:
         JournalError: the stored value does not decode.
     """
-    out = decode_payload(stored, "?", 0)
+    out = decode_payload(stored, "a stored payload")
     return out if isinstance(out, str) else out.decode()

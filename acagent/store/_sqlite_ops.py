@@ -29,6 +29,7 @@ from acagent.store._ops import (
     SetTurn,
     UpdateToolCall,
 )
+from acagent.store._payload import encode_payload
 from acagent.store._usage import RecordUsage
 
 __all__ = ["TxContext", "apply_op"]
@@ -124,7 +125,7 @@ def _insert_tool_call(op: InsertToolCall, ctx: TxContext) -> Extra:
             op.step_id,
             op.idx,
             op.name,
-            orjson.dumps(op.arguments).decode(),
+            encode_payload(orjson.dumps(op.arguments).decode()),  # read back by _sqlite_read.tool_row
             op.arguments_error,
             op.status,
             op.approval,

@@ -28,7 +28,7 @@ from acagent.store._rows import (
     latest_requests,
 )
 
-__all__ = ["SqliteReads", "select_events"]
+__all__ = ["SqliteReads", "select_events", "tool_row"]
 
 T = TypeVar("T")
 _SESSION = ", ".join(SESSION_COLS)
@@ -49,13 +49,26 @@ def _events(session_id: str, rows: list[Any]) -> list[Event]:
     for key, ts, typ, stored in rows:
         seq = key & _SEQ_MASK
         try:
-            payload = orjson.loads(decode_payload(stored, session_id, seq))
+            payload = orjson.loads(decode_payload(stored, f"session {session_id!r} event {seq}"))
         except orjson.JSONDecodeError as exc:
             raise JournalError(
                 f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})"
             ) from exc
         out.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload))
     return out
+
+
+def tool_row(row: Sequence[Any]) -> ToolCallRow:
+    """A :class:`ToolCallRow` from a ``SELECT {TOOL_COLS}`` row (``arguments`` is stored like an
+    event payload: JSON text, or compressed since m007 — see :mod:`acagent.store._payload`).
+
+    Raises:
+        JournalError: the stored arguments do not decode.
+    """
+    values = list(row)
+    args = decode_payload(values[6], f"session {values[0]!r} tool call {values[1]!r}")
+    values[6] = args if isinstance(args, str) else args.decode()
+    return ToolCallRow(*values)
 
 
 def select_events(
@@ -251,7 +264,7 @@ class SqliteReads:
                 sql += " AND status NOT IN ('done', 'failed')"
             return db.execute(sql + " ORDER BY rowid", args).fetchall()
 
-        return [ToolCallRow(*r) for r in await self._run(q)]
+        return [tool_row(r) for r in await self._run(q)]
 
     async def existing_tool_call_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` already name a tool call of the session (providers may reuse ids)."""
@@ -280,7 +293,7 @@ class SqliteReads:
                 (session_id,),
             ).fetchall()
 
-        return [ToolCallRow(*r) for r in await self._run(q, read=True)]
+        return [tool_row(r) for r in await self._run(q, read=True)]
 
     async def pending_approval_events(self, session_id: str) -> list[Event]:
         """The latest ``approval.requested`` event of each pending approval, ascending seq.

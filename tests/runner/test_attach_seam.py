@@ -47,14 +47,27 @@ async def test_many_attaches_mid_stream_get_every_seq_exactly_once_f58(
             seen.append((since, got))
 
         await runner.run_turn("a long history first")  # replays then span several pages
+        ended = anyio.Event()
+        # An attacher whose cursor is already the turn's end (published while the runner still
+        # finishes up, so `is_busy` holds) would wait for a next turn: start none once it is out.
+        end_watch = runner.bus.subscribe("end-watch", maxsize=1_000_000)
+
+        async def watch_end() -> None:
+            async for event in end_watch:
+                if event.type == "turn.completed":
+                    ended.set()
+                    return
+
         await runner.step("stream a lot")
         async with anyio.create_task_group() as tg:
+            tg.start_soon(watch_end)
             for _ in range(200):
-                if not runner.is_busy:
+                if not runner.is_busy or ended.is_set():
                     break
                 back = rng.choice([0, 5, 40, 1200, runner.bus.last_seq])
                 tg.start_soon(attach, max(0, runner.bus.last_seq - back))
                 await anyio.sleep(rng.random() * 0.01)
+            end_watch.close()
         await runner.wait()
         last = (await runner.snapshot())["last_seq"]
     assert len(seen) >= 20, "too few attaches landed mid-stream to test the seam"

@@ -20,6 +20,7 @@ from acagent.events import Event
 from acagent.store import SqliteJournal
 from acagent.store import _migrations as migrations
 from acagent.store._payload import FORMAT_DEFLATE_V1, decode_payload, encode_payload
+from acagent.store._sqlite import PAGE_SIZE
 
 pytestmark = pytest.mark.anyio
 
@@ -99,6 +100,7 @@ async def test_pre_m007_database_migrates_and_reads_every_event_identically(tmp_
     finally:
         await j.aclose()
     db = sqlite3.connect(path)
+    assert db.execute("PRAGMA page_size").fetchone()[0] == 1024  # an existing file keeps its pages
     kinds = dict(db.execute("SELECT typeof(payload), COUNT(*) FROM event_log GROUP BY 1").fetchall())
     assert kinds["text"] == 2 * len(envelopes["ses_old_a"])  # copied as they were
     assert kinds.get("blob", 0) >= 1
@@ -135,8 +137,8 @@ def test_encode_keeps_text_that_does_not_shrink_and_decodes_both() -> None:
     long_text = orjson.dumps({"turn_id": "turn_x", "text": "the same words again " * 20}).decode()
     packed = encode_payload(long_text)
     assert isinstance(packed, bytes) and packed[0] == FORMAT_DEFLATE_V1 and len(packed) < len(long_text)
-    assert decode_payload(packed, "s", 1) == long_text.encode()
-    assert decode_payload(short, "s", 1) == short
+    assert decode_payload(packed, "x") == long_text.encode()
+    assert decode_payload(short, "x") == short
 
 
 async def test_corrupt_stored_payload_is_one_clear_journal_error(tmp_path: Path) -> None:
@@ -166,7 +168,7 @@ async def test_corrupt_stored_payload_is_one_clear_journal_error(tmp_path: Path)
 
 def _wal_frames(path: Path) -> int:
     size = Path(f"{path}-wal").stat().st_size
-    return 0 if size == 0 else (size - 32) // (24 + 1024)
+    return 0 if size == 0 else (size - 32) // (24 + PAGE_SIZE)
 
 
 async def test_small_commit_writes_two_wal_frames(tmp_path: Path) -> None:
@@ -185,5 +187,30 @@ async def test_small_commit_writes_two_wal_frames(tmp_path: Path) -> None:
         assert _wal_frames(path) == 0
         await j.commit(row.id, small, lease=lease)
         assert _wal_frames(path) == 2
+    finally:
+        await j.aclose()
+
+
+async def test_long_tool_call_arguments_are_stored_compressed_and_read_back_as_json(tmp_path: Path) -> None:
+    """``tool_call.arguments`` uses the payload format: a long argument is a BLOB; every read
+    (``tool_calls``, ``pending_approvals``, ``resolve_approval``) returns the same JSON text."""
+    from acagent.store import InsertToolCall
+
+    path = tmp_path / "a.db"
+    j = await SqliteJournal.open(path)
+    try:
+        row, _ = await j.create_session(cwd="/w", model=None, title=None)
+        args = {"command": "grep -rn 'needle' src/ | sort | uniq -c | sort -rn | head -50 " * 8}
+        op = InsertToolCall(
+            "c1", "t1", "s", 0, "bash", args, idempotent=False, status="waiting_user", approval="pending"
+        )
+        await j.commit_unfenced(row.id, [("tool.call", {"tool_call_id": "c1"})], ops=[op], reason="test")
+        text = orjson.dumps(args).decode()
+        assert [c.arguments for c in await j.tool_calls(row.id)] == [text]
+        assert [c.arguments for c in await j.pending_approvals(row.id)] == [text]
+        assert (await j.resolve_approval(row.id, "c1", "allow")).arguments == text
+        db = sqlite3.connect(path)
+        assert db.execute("SELECT typeof(arguments) FROM tool_call").fetchone() == ("blob",)
+        db.close()
     finally:
         await j.aclose()

@@ -18,7 +18,7 @@ ACAGENT = Path(__file__).resolve().parents[2] / "acagent"
 
 
 async def test_migrate_empty_file_creates_tables_wal_and_small_pages(tmp_path: Path) -> None:
-    """An empty file is migrated with WAL and 1 KiB pages; the columns exist; re-open is a no-op."""
+    """An empty file is migrated with WAL and small pages (PAGE_SIZE); the columns exist; re-open is a no-op."""
     j = await SqliteJournal.open(tmp_path / "a.db")
     assert isinstance(j, Journal)
     assert j.info() == {"backend": "sqlite", "path": str(tmp_path / "a.db"), "busy_timeout_ms": 10000}
