@@ -178,6 +178,43 @@ def m007_compact_journal(db: sqlite3.Connection) -> None:
     )
 
 
+def m008_usage_by_session(db: sqlite3.Connection) -> None:
+    """``usage`` keyed by ``session.num << 32 | n``: one b-tree, no ``(session_id, request_id)`` index.
+
+    The primary-key index was one more b-tree written per LLM call, with ~100-byte text keys
+    that split a 512-byte page every few inserts (benchmarks figure 3: ~8 WAL frames per turn).
+    A session's rows are now one key range (what the per-session caps read); ``usage_day``
+    stays for the daily cap. A request id is recorded once by construction: ``RecordUsage``
+    rides in the commit of the step's ``FinishStep``, which fails unless the step is inflight.
+    Rows of removed sessions (kept: caps count what was spent) get ``num`` 0.
+    """
+    cols = [r[1] for r in db.execute("PRAGMA table_info(usage)")]
+    names = ", ".join(cols)
+    db.execute(
+        """CREATE TABLE usage_m008 (
+            key INTEGER PRIMARY KEY,  -- session.num << 32 | n (n = 1, 2, … per session)
+            session_id TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            day TEXT NOT NULL,
+            model TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL,
+            reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL
+        )"""
+    )
+    db.execute(
+        f"INSERT INTO usage_m008 (key, {names}) SELECT (COALESCE(s.num, 0) << 32)"
+        " | ROW_NUMBER() OVER (PARTITION BY COALESCE(s.num, 0) ORDER BY u.rowid),"
+        f" {', '.join('u.' + c for c in cols)} FROM usage u LEFT JOIN session s ON s.id = u.session_id"
+    )
+    db.execute("DROP TABLE usage")
+    db.execute("ALTER TABLE usage_m008 RENAME TO usage")
+    db.execute("CREATE INDEX usage_day ON usage (day)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_transcript_stat,
@@ -186,6 +223,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m005_fewer_index_writes,
     m006_tool_call_host,
     m007_compact_journal,
+    m008_usage_by_session,
 ]
 
 

@@ -291,6 +291,7 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                 status=status,
                 cancel_requested=cancel,
                 now=time.time(),
+                num=num,
             )
             extra = [out for out in (apply_op(op, ctx) for op in ops) if out is not None]
             n = number_events(session_id, last_seq, tail_bytes, ts, commit_order(extra, events))

@@ -48,6 +48,8 @@ class TxContext:
     cancel_requested: int
     now: float = 0.0
     """Commit time, unix seconds (``RecordUsage`` takes its local day from it)."""
+    num: int = 0
+    """The session's ``num`` (the prefix of its ``event_log`` and ``usage`` keys, m007/m008)."""
 
 
 def _set_status(op: SetStatus, ctx: TxContext) -> Extra:

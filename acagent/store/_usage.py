@@ -98,7 +98,8 @@ class RecordUsage:
     """Journal op: record one LLM call's usage row (and add its tokens to the session totals).
 
     Keyed by the step's ``request_id`` (one row per paid attempt), committed with the step's
-    ``usage`` event.
+    ``usage`` event and its ``FinishStep`` (which fails unless the step is inflight: a request
+    id is recorded once; the table keeps no index of it, see ``m008_usage_by_session``).
     """
 
     request_id: str
@@ -112,10 +113,13 @@ class RecordUsage:
     def apply(self, ctx: Any) -> None:
         """Insert the row inside the commit transaction (``ctx`` is a ``TxContext``)."""
         db: sqlite3.Connection = ctx.db
+        lo = ctx.num << 32  # the session's key range (m008); the next key follows its last row
+        last = db.execute("SELECT key FROM usage WHERE key < ? ORDER BY key DESC LIMIT 1", (lo + _RANGE,)).fetchone()
         db.execute(
-            "INSERT OR REPLACE INTO usage (session_id, request_id, ts, day, model, input_tokens, cached_input_tokens,"
-            " output_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO usage (key, session_id, request_id, ts, day, model, input_tokens, cached_input_tokens,"
+            " output_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                last[0] + 1 if last is not None and last[0] > lo else lo + 1,
                 ctx.session_id,
                 self.request_id,
                 ctx.ts,
@@ -181,6 +185,10 @@ _UNPRICED_SUMS = (
     " COALESCE(SUM(CASE WHEN cost_usd IS NULL THEN output_tokens END), 0)"
 )
 
+_RANGE = 1 << 32
+"""Keys per session in ``usage`` (``session.num << 32 | n``)."""
+_NUM = "(SELECT num FROM session WHERE id = ?)"
+
 Pricer = Callable[[str, int, int, int], "float | None"]
 """``price(model, input_tokens, cached_input_tokens, output_tokens)`` → USD, or None if unknown."""
 
@@ -217,10 +225,11 @@ def query_totals(
     Rows journaled without a cost (the price was not looked up at call time) are priced with
     ``price`` when given; rows still without a price count in ``unpriced_calls``.
     """
-    where, args = [], []
-    if session_id is not None:
-        where.append("session_id = ?")
-        args.append(session_id)
+    where: list[str] = []
+    args: list[Any] = []
+    if session_id is not None:  # the session's key range (m008), then its id (a num may be reused)
+        where.append(f"key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32 AND session_id = ?")
+        args.extend((session_id, session_id, session_id))
     if day is not None:
         where.append("day = ?")
         args.append(day)

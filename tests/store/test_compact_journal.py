@@ -1,6 +1,6 @@
 """The compact event layout of m007 (benchmarks figure 3): one integer-keyed b-tree, compressed payloads.
 
-A database written before m007 (built here with the old migrations and the old row layout)
+A database written before m007/m008 (built here with the old migrations and the old row layout)
 migrates and reads every event byte for byte; new events round-trip to their exact JSONL
 envelope; a corrupt stored payload is one clear JournalError naming the session and seq; the
 type queries still answer; and a small commit writes a pinned number of WAL frames.
@@ -17,7 +17,7 @@ import pytest
 
 from acagent.errors import JournalError
 from acagent.events import Event
-from acagent.store import SqliteJournal
+from acagent.store import RecordUsage, SqliteJournal
 from acagent.store import _migrations as migrations
 from acagent.store._payload import FORMAT_DEFLATE_V1, decode_payload, encode_payload
 from acagent.store._sqlite import PAGE_SIZE
@@ -65,6 +65,16 @@ def _old_database(path: Path) -> dict[str, list[bytes]]:
             )
             ev = Event(seq=seq, ts=TS, session_id=sid, type=typ, payload=payload)
             envelopes.setdefault(sid, []).append(ev.to_json_bytes())
+    for sid, rid in (
+        ("ses_old_a", "ses_old_a|4|d|1"),
+        ("ses_gone", "ses_gone|4|d|1"),
+        ("ses_old_a", "ses_old_a|9|d|1"),
+    ):
+        db.execute(  # usage rows as m003 wrote them; ses_gone was removed (its usage rows stay)
+            "INSERT INTO usage (session_id, request_id, ts, day, model, input_tokens, output_tokens)"
+            " VALUES (?, ?, ?, '2026-01-02', 'openai:m', 100, 10)",
+            (sid, rid, TS),
+        )
     db.execute(
         "INSERT INTO tool_call (session_id, tool_call_id, turn_id, step_id, idx, name, arguments, status,"
         " approval, idempotent) VALUES ('ses_old_a', 'call_a', 'turn_1', 's', 0, 'bash', '{}', 'waiting_user',"
@@ -97,6 +107,13 @@ async def test_pre_m007_database_migrates_and_reads_every_event_identically(tmp_
         ]
         created, _ = await j.create_session(cwd="/w", model=None, title=None)
         assert [e.type for e in await j.events(created.id)] == ["session.created"]
+        # usage (m008): old rows keep their sessions, a removed session's rows stay countable
+        await j.commit_unfenced("ses_old_a", [], ops=[RecordUsage("r-new", "openai:m", 1, 2)], reason="test")
+        assert (await j.usage_totals(session_id="ses_old_a")).input_tokens == 201
+        assert (await j.usage_totals(session_id="ses_gone")).calls == 0  # no such session any more
+        assert (await j.usage_totals(day="2026-01-02")).input_tokens == 300
+        by_session = {key: t.calls for key, _title, t in await j.usage_report(by="session")}
+        assert by_session == {"ses_old_a": 3, "ses_gone": 1}
     finally:
         await j.aclose()
     db = sqlite3.connect(path)
