@@ -47,20 +47,24 @@ session for the context types (`SqliteReads.context_events`), which an index or 
 the session row would avoid.
 """,
     "bytes written per turn": """
-**Finding (figure 3, bytes).** Full-context checkpoints are gone (the journal's context events are the
-increment, docs/architecture.md), which removed the part that grew with history. Once the (assumed
-32,768-token) window of the scripted model fills, a compaction runs every few turns and commits the
-compacted context as a snapshot (`checkpoint`, ~33 KB here) plus its summary step: that is the step
-between the shortest history and the longer ones. Making that snapshot a position too (`context.compacted`
-already holds the summary and `first_kept_seq`; the kept messages are events) would remove it. The rest is
-WAL page churn, the same at every history length: every transaction writes whole 1 KiB pages — page 1 (the file grows),
-the session row's page, the event b-tree's last leaf (a `WITHOUT ROWID` table: rows above ~230 bytes spill into
-overflow pages, and a full rightmost leaf is rebalanced across three siblings), and the leaves of the
-`step`, `tool_call` and `usage` primary-key indexes, whose text keys (`request_id`) land mid-index — and the
-WAL checkpoint then writes each page once more into the database file; the transcript adds the events once.
-With WAL plus the transcript the floor is about 3× the event bytes even with perfect page packing, so ≤ 2.5×
-needs either payload compression in the journal or far fewer, larger transactions per turn (lease + accept +
-first step in one; tool result + next step in one).
+**Finding (figure 3, bytes).** The texts are real prose and code now (a sentence repeated 15× compressed 12× and
+would have passed on repetition). With those texts and the same 7 + 2 transactions per turn, the storage layout
+of m007 (events in one INTEGER PRIMARY KEY b-tree `session.num << 32 | seq`, no session id per row, payloads
+compressed one event at a time with a preset dictionary, `store/_payload.py`) and 512-byte pages took history 50
+from 160 KB to 87 KB per turn (11.9× → 6.5×); m008 (`usage` keyed the same way, without its text-key index) and
+the runner's folded transactions (6 + 1) brought it to the table above. Per turn at history 40–60 the WAL gets
+~82 frames of 512 bytes (was ~101 of 1 KiB): the event b-tree ~37 (every transaction rewrites its last,
+partly filled leaf and, when it grows, page 1 ~7), the `step` table and its `(session_id, request_id)` index ~9
+each, the session row ~6, `tool_call` ~8, `usage` + `usage_day` ~6; the WAL checkpoint then copies each changed page
+once more into the database file (~12 KB) and the transcript holds the events once (~15 KB, 1.1×, of which
+compaction snapshots ~2 KB). What is left, in order of size: (1) fewer transactions per turn (each costs at
+least the session page, the event leaf and often page 1); (2) the `step` index (the same session-range key as
+`usage`, with a compact unique index on a hash of the request id for the duplicate check); (3) compressing a
+commit's events against each other (an assistant reply's text is in its delta, its message and `turn.completed`:
+per-commit compression is ~4.9× on these events against ~3× per event, but an event would no longer decode on its
+own); (4) the compaction snapshot (`checkpoint`, ~33 KB every few turns) as a position (`context.compacted` holds
+the summary and `first_kept_seq`; the kept messages are events). The transcript alone is 1.1×, so ≤ 2.5× leaves
+the journal ~1.4× of the events: about 20 page writes per turn.
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** Two costs, both visible in the table and the two-thread profile above.

@@ -11,6 +11,7 @@ import pytest
 from acagent.errors import ConfigError
 from acagent.settings import load_settings
 from acagent.store import RecordUsage, SqliteJournal, local_day
+from acagent.store._migrations import MIGRATIONS
 from acagent.store._usage import UsageTotals
 from acagent.usage import CallEstimate, Limits, PriceBook, TokenCounts, check_budget
 
@@ -208,23 +209,26 @@ async def test_usage_rows_are_committed_with_their_event_and_summed(tmp_path: Pa
 
 async def test_migration_backfills_usage_events_journaled_before_it(tmp_path: Path) -> None:
     db_path = tmp_path / "acagent.db"
-    j = await SqliteJournal.open(db_path)
-    row, _ = await j.create_session(cwd=str(tmp_path), model="anthropic:claude-x", title="old")
-    await j.commit_unfenced(
-        row.id,
-        [("usage", {"turn_id": "t", "input_tokens": 7, "output_tokens": 3, "total_tokens": 10})],
-        reason="test",
+    db = sqlite3.connect(db_path, isolation_level=None)  # a database from before m003: m001, m002
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for fn in MIGRATIONS[:2]:
+        db.execute("BEGIN")
+        fn(db)
+        db.execute("INSERT INTO migrations VALUES (?, '2026-01-01T00:00:00Z')", (fn.__name__,))
+        db.execute("COMMIT")
+    sid, ts = "ses_old", "2026-01-02T03:04:05.000000Z"
+    db.execute(
+        "INSERT INTO session (id, cwd, model, status, created_at, updated_at, last_seq)"
+        " VALUES (?, ?, 'anthropic:claude-x', 'done', ?, ?, 2)",
+        (sid, str(tmp_path), ts, ts),
     )
-    await j.aclose()
-    db = sqlite3.connect(db_path)  # roll the database back to before m003
-    db.execute("DROP TABLE usage")
-    db.execute("ALTER TABLE session DROP COLUMN limits")
-    db.execute("DELETE FROM migrations WHERE name = 'm003_usage'")
-    db.commit()
+    usage = {"turn_id": "t", "input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
+    for seq, (typ, payload) in enumerate([("session.created", {}), ("usage", usage)], 1):
+        db.execute("INSERT INTO event VALUES (?, ?, ?, ?, ?)", (sid, seq, ts, typ, json.dumps(payload)))
     db.close()
-    j = await SqliteJournal.open(db_path)
+    j = await SqliteJournal.open(db_path)  # m003 backfills, m007–m008 move the rows
     try:
-        totals = await j.usage_totals(session_id=row.id)
+        totals = await j.usage_totals(session_id=sid)
         assert (totals.calls, totals.input_tokens, totals.output_tokens, totals.unpriced_calls) == (
             1,
             7,
