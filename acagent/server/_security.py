@@ -294,8 +294,9 @@ def evaluate(scope: Scope, config: GuardConfig) -> Refusal | None:
 
 
 REFUSED_HANDSHAKE: ContextVar[bool] = ContextVar("acagent_refused_handshake", default=False)
-"""True in the task of a WebSocket handshake this guard answered with a refusal (see
-:class:`RefusedHandshakeLogFilter`)."""
+"""True in the task of a WebSocket handshake answered with a refusal, by this guard or by the
+attach route (``server/_streams.py``: 400 bad ``since``, 404, 429 ``too_many_attachers``); see
+:class:`RefusedHandshakeLogFilter`."""
 
 
 CLIENT_FAULT_LINES = ("Invalid HTTP request received.", "Unsupported upgrade request.")
@@ -320,7 +321,8 @@ class RefusedHandshakeLogFilter(logging.Filter):
     uvicorn's websockets-sansio protocol logs that line at ERROR after any app that answered a
     handshake through the denial-response extension (our 401/403/429), so every refused client
     could add an ERROR line to the daemon's log. The line is dropped only in the task whose
-    handshake :func:`send_refusal` refused; for any other handshake it still shows (a real fault).
+    handshake :func:`send_refusal` (or the attach route) refused; for any other handshake it still
+    shows (a real fault).
     """
 
     def filter(self, record: logging.LogRecord) -> bool:

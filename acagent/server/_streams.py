@@ -39,7 +39,7 @@ from acagent.obs import metrics
 from acagent.runner import SubscriberEvicted
 from acagent.server._limits import FrameRate
 from acagent.server._reaper import StreamConn
-from acagent.server._security import SUBPROTOCOL
+from acagent.server._security import REFUSED_HANDSHAKE, SUBPROTOCOL
 from acagent.server._state import DaemonState, pending_approval_events
 
 __all__ = [
@@ -291,6 +291,7 @@ async def attach_websocket(websocket: WebSocket, session_id: str) -> None:
         await state.journal.get_session(session_id)
         conn = state.reaper.open("ws", session_id, since)
     except AcagentError as exc:
+        REFUSED_HANDSHAKE.set(True)  # a client's mistake: no uvicorn ERROR line (as for the guard's, F102)
         with contextlib.suppress(*DISCONNECTED):
             await websocket.send_denial_response(JSONResponse(exc.to_envelope(), status_code=exc.status_code))
         return

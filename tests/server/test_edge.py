@@ -58,6 +58,36 @@ def test_refused_handshakes_add_no_error_lines_to_the_log(start_daemon: Any, wor
     assert _log_problems(d) == [], "".join(d.stderr_lines)[-4000:]
 
 
+def test_handshakes_the_route_refuses_add_no_error_lines_to_the_log(
+    start_daemon: Any, workspace: Path
+) -> None:
+    """Before: a WebSocket handshake refused by the attach route itself — 429 too_many_attachers,
+    404 unknown session, 400 bad ``since`` — logged "ERROR: ASGI callable returned without
+    completing handshake." each time (F102 covered only the guard's 401/403)."""
+    d = start_daemon("--limit", "max_attachers_per_session=1")
+    sid = d.create(workspace)["id"]
+    host = f"127.0.0.1:{d.port}"
+    auth = [("Authorization", f"Bearer {d.token}")]
+    held = _connect(d, ws(f"/v1/sessions/{sid}/attach?since=0", host, None, auth))
+    try:
+        assert held.recv(4096).startswith(b"HTTP/1.1 101")
+        for path, code in (
+            (f"/v1/sessions/{sid}/attach?since=0", b"429"),
+            ("/v1/sessions/ses_nope/attach?since=0", b"404"),
+            (f"/v1/sessions/{sid}/attach?since=x", b"400"),
+        ):
+            for _ in range(2):
+                s = _connect(d, ws(path, host, None, auth))
+                answer = s.recv(4096)
+                s.close()
+                assert answer.startswith(b"HTTP/1.1 " + code), answer[:80]
+    finally:
+        held.close()
+    time.sleep(0.5)
+    assert d.terminate() == 0
+    assert _log_problems(d) == [], "".join(d.stderr_lines)[-4000:]
+
+
 def test_malformed_requests_add_no_lines_to_the_log(start_daemon: Any) -> None:
     """Before: uvicorn logged "WARNING: Invalid HTTP request received." for every request h11
     could not parse, so any local process could fill the daemon's log with garbage requests."""
