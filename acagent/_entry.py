@@ -19,6 +19,14 @@ sixth of a one-shot ``run``'s CPU). So :func:`main` turns the collector off firs
 other commands) — moves everything built so far into the permanent generation
 (:func:`gc.freeze`, never traversed again) and turns the collector back on for the command
 proper. Reference counting frees everything else as usual meanwhile.
+
+pydantic plugins: on the first model it builds, pydantic scans the entry points of every
+installed distribution for plugins (``importlib.metadata``: 25–40 ms of a one-shot ``run`` in a
+venv with the test extras). acagent's models are its own internals, not something a pydantic
+plugin is meant to observe, so :func:`main` sets ``PYDANTIC_DISABLE_PLUGINS=__all__`` (pydantic's
+documented switch) for this process when the user has not set the variable; the name is in
+:data:`ADDED_ENV`, and ``tools/_env.py`` ``scrubbed_env`` leaves it out of the environment of
+the commands tools run, so the user's programs see their own environment.
 """
 
 from __future__ import annotations
@@ -28,7 +36,10 @@ import gc
 import os
 import sys
 
-__all__ = ["main", "settled", "started"]
+__all__ = ["ADDED_ENV", "main", "settled", "started"]
+
+ADDED_ENV: set[str] = set()
+"""Environment variables :func:`main` set for this process only (tools' commands do not get them)."""
 
 _gc_held: list[bool] = []
 """Non-empty while :func:`main` holds the collector off (see the module docstring)."""
@@ -93,6 +104,9 @@ def main() -> None:
     if gc.isenabled():
         gc.disable()
         _gc_held.append(True)
+    if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+        ADDED_ENV.add("PYDANTIC_DISABLE_PLUGINS")
     _signal.signal(_signal.SIGINT, _quiet_exit)
     _standard_streams()
     from acagent.cli import main as cli_main

@@ -109,6 +109,13 @@ def _parse(model_id: str) -> tuple[str, str, str | None]:
     return provider, model, _BUILTIN.get(provider) or _targets().get(provider)
 
 
+def provider_target(model_id: str) -> str | None:
+    """The ``module:function`` that creates ``model_id``'s provider (None: malformed or unknown).
+
+    Entry points are scanned only for an id that is not built in."""
+    return _parse(model_id)[2]
+
+
 def model_id_problem(model_id: str) -> str | None:
     """Why ``model_id`` names no provider (None when it does), without importing one.
 

@@ -43,10 +43,9 @@ async def create_off_loop(factory: Callable[[str], Provider], model_id: str) -> 
 
 
 def _import_sdk(model_id: str) -> None:
-    from acagent.providers._registry import _targets
+    from acagent.providers._registry import provider_target
 
-    prefix = model_id.partition(":")[0].strip().lower()
-    target = _targets().get(prefix)
+    target = provider_target(model_id)  # a built-in id reads no package metadata
     if target is None:
         return
     with _lock:

@@ -114,7 +114,9 @@ class RecordUsage:
         """Insert the row inside the commit transaction (``ctx`` is a ``TxContext``)."""
         db: sqlite3.Connection = ctx.db
         lo = ctx.num << 32  # the session's key range (m008); the next key follows its last row
-        last = db.execute("SELECT key FROM usage WHERE key < ? ORDER BY key DESC LIMIT 1", (lo + _RANGE,)).fetchone()
+        last = db.execute(
+            "SELECT key FROM usage WHERE key < ? ORDER BY key DESC LIMIT 1", (lo + _RANGE,)
+        ).fetchone()
         db.execute(
             "INSERT INTO usage (key, session_id, request_id, ts, day, model, input_tokens, cached_input_tokens,"
             " output_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

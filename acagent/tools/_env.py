@@ -58,7 +58,8 @@ def is_secret_name(name: str) -> bool:
 
 
 def scrubbed_env(environ: Mapping[str, str] | None = None, secrets: Iterable[str] = ()) -> dict[str, str]:
-    """The environment for a tool process: ``environ`` without acagent's secrets.
+    """The environment for a tool process: ``environ`` without acagent's secrets (and, for this
+    process's own environment, without what ``acagent/_entry.py`` set for acagent alone).
 
     Args:
         environ: the environment to start from (default: this process's ``os.environ``).
@@ -69,12 +70,16 @@ def scrubbed_env(environ: Mapping[str, str] | None = None, secrets: Iterable[str
     Returns:
         A new dict (``environ`` is not changed).
     """
+    from acagent._entry import ADDED_ENV  # set for acagent's own process only
+
     source = os.environ if environ is None else environ
     values = [s for s in secrets if s and len(s) >= _MIN_SECRET_CHARS]
     return {
         name: value
         for name, value in source.items()
-        if not is_secret_name(name) and not any(secret in value for secret in values)
+        if not is_secret_name(name)
+        and not any(secret in value for secret in values)
+        and (environ is not None or name not in ADDED_ENV)
     }
 
 

@@ -198,3 +198,32 @@ def test_other_commands_turn_the_collector_back_on(tmp_path: Path) -> None:
     proc, seen = _probe(["sessions", "list", "--json"], _env(tmp_path / "home"), tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert seen["gc"] is True and seen["frozen"] > 1000, seen
+
+
+def test_pydantic_does_not_scan_for_plugins(tmp_path: Path) -> None:
+    """pydantic scanned every installed distribution's entry points for plugins on its first
+    model (25-40 ms of a one-shot run); ``acagent/_entry.py`` switches that off for acagent's
+    own process with pydantic's ``PYDANTIC_DISABLE_PLUGINS``, unless the user set it."""
+    probe = (
+        "import atexit, os, sys\n"
+        "def report():\n"
+        "    loader = sys.modules.get('pydantic.plugin._loader')\n"
+        "    print('SCANNED', loader is not None and loader._plugins is not None, os.environ.get('PYDANTIC_DISABLE_PLUGINS'))\n"
+        "atexit.register(report)\n"
+        "sys.argv = ['acagent', 'sessions', 'list', '--all']\n"
+        "from acagent._entry import main\n"
+        "main()\n"
+    )
+    env = {**_env(tmp_path / "home")}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SCANNED False __all__" in proc.stdout, proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**env, "PYDANTIC_DISABLE_PLUGINS": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "SCANNED True 0" in proc.stdout, proc.stdout  # the user's own setting wins

@@ -50,3 +50,22 @@ def test_the_rule() -> None:
     )
     env = {"A": "x", "OPENAI_API_KEY": "k"}
     assert scrubbed_env(env) == {"A": "x"} and env == {"A": "x", "OPENAI_API_KEY": "k"}
+
+
+async def test_what_acagent_set_for_itself_is_not_in_a_tools_env(
+    make_ctx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``acagent/_entry.py`` sets ``PYDANTIC_DISABLE_PLUGINS`` for acagent's own process (no
+    plugin scan at start-up); a command a tool runs gets the user's environment, without it —
+    and a value the user set themselves is kept."""
+    from acagent import _entry
+
+    monkeypatch.setattr(_entry, "ADDED_ENV", {"PYDANTIC_DISABLE_PLUGINS"})
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    args, _ = validate_arguments(ShellTool(), {"command": "env"})
+    result = await ShellTool().run(args, make_ctx())
+    assert result.status == "ok" and "PATH=" in result.content
+    assert "PYDANTIC_DISABLE_PLUGINS" not in result.content
+    monkeypatch.setattr(_entry, "ADDED_ENV", set())  # the user's own setting
+    result = await ShellTool().run(args, make_ctx())
+    assert "PYDANTIC_DISABLE_PLUGINS=__all__" in result.content
