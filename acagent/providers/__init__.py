@@ -2,34 +2,33 @@
 
 ``create_provider("openai:gpt-4o-mini", settings)`` finds the factory through the
 ``acagent.providers`` entry-point group. Importing this package does not import any provider
-SDK: :class:`OpenAIProvider` and :class:`AnthropicProvider` load on first access.
+SDK, nor anything else: each public name loads its module on first access.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from acagent.providers._base import (
-    ModelRequest,
-    PartsBuilder,
-    Provider,
-    ReasoningDelta,
-    Response,
-    StreamedResponse,
-    StreamEvent,
-    TextDelta,
-    ToolCallArgsDelta,
-    ToolCallStart,
-    ToolDefinition,
-    Usage,
-    UsageUpdate,
-    parse_tool_arguments,
-)
-from acagent.providers._registry import available_providers, create_provider, resolve_model_id
-
 if TYPE_CHECKING:
     from acagent.providers._anthropic import AnthropicProvider
+    from acagent.providers._base import (
+        ModelRequest,
+        PartsBuilder,
+        Provider,
+        ReasoningDelta,
+        Response,
+        StreamedResponse,
+        StreamEvent,
+        TextDelta,
+        ToolCallArgsDelta,
+        ToolCallStart,
+        ToolDefinition,
+        Usage,
+        UsageUpdate,
+        parse_tool_arguments,
+    )
     from acagent.providers._openai import OpenAIProvider
+    from acagent.providers._registry import available_providers, create_provider, resolve_model_id
 
 __all__ = [
     "AnthropicProvider",
@@ -53,14 +52,37 @@ __all__ = [
     "resolve_model_id",
 ]
 
+_BASE = (
+    "ModelRequest",
+    "PartsBuilder",
+    "Provider",
+    "ReasoningDelta",
+    "Response",
+    "StreamedResponse",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallArgsDelta",
+    "ToolCallStart",
+    "ToolDefinition",
+    "Usage",
+    "UsageUpdate",
+    "parse_tool_arguments",
+)
 _LAZY = {
     "OpenAIProvider": "acagent.providers._openai",
     "AnthropicProvider": "acagent.providers._anthropic",
+    **dict.fromkeys(
+        ("available_providers", "create_provider", "resolve_model_id"), "acagent.providers._registry"
+    ),
+    **dict.fromkeys(_BASE, "acagent.providers._base"),
 }
+"""Every public name → its module, imported on first access: the settings loader checks a model
+id with ``acagent.providers._registry`` alone, without the adapters' base (pydantic models,
+dataclasses) that a command like ``sessions list`` never uses."""
 
 
 def __getattr__(name: str) -> Any:
-    """Import SDK-backed provider classes on first access."""
+    """Import a public name's module on first access (:data:`_LAZY`)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -227,3 +227,16 @@ def test_pydantic_does_not_scan_for_plugins(tmp_path: Path) -> None:
         timeout=60,
     )
     assert "SCANNED True 0" in proc.stdout, proc.stdout  # the user's own setting wins
+
+
+def test_listing_sessions_imports_no_provider_code(tmp_path: Path) -> None:
+    """The settings loader checks a configured model id (F91b) with the provider registry alone:
+    before, that import pulled in the adapters' base (pydantic models, dataclasses) for
+    commands that never call a model."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text('model = "openai:gpt-4o-mini"\n')
+    proc, mods = _imported(["sessions", "list", "--all"], _env(home), tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "acagent.providers._registry" in mods  # the model id was checked
+    assert not mods & {"acagent.providers._base", "acagent.providers._openai", "httpx"}, mods
