@@ -60,7 +60,9 @@ async def make_template(*, tool_calls: bool = True) -> Template:
             ]
 
             def q(db: Any) -> tuple[list[Any], list[Any]]:
-                steps = db.execute("SELECT * FROM step WHERE session_id = ?", (row.id,)).fetchall()
+                steps = db.execute(
+                    f"SELECT {_STEP_COLS} FROM step WHERE session_id = ?", (row.id,)
+                ).fetchall()
                 calls = db.execute("SELECT * FROM tool_call WHERE session_id = ?", (row.id,)).fetchall()
                 return steps, calls
 
@@ -110,7 +112,7 @@ async def seed_session(
 
         def insert(db: Any, steps: list[Any] = steps, calls: list[Any] = calls) -> None:
             if steps:
-                db.executemany(f"INSERT INTO step VALUES ({','.join('?' * len(steps[0]))})", steps)
+                _insert_steps(db, session_id, steps)
             if calls:
                 db.executemany(f"INSERT INTO tool_call VALUES ({','.join('?' * len(calls[0]))})", calls)
 
@@ -135,6 +137,23 @@ def events_per_turn(template: Template) -> int:
     return len(template.events)
 
 
+_STEP_COLS = (
+    "session_id, request_id, step_id, turn_id, digest, attempt, status, error, started_at, finished_at"
+)
+
+
+def _insert_steps(db: Any, session_id: str, steps: list[Any]) -> None:
+    """Insert step rows (``_STEP_COLS`` values) into ``session_id`` with their m009 ``key`` and ``rid``."""
+    from acagent.store._sqlite_ops import next_key, step_rid
+
+    (num,) = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
+    for r in steps:
+        db.execute(
+            f"INSERT INTO step (key, rid, {_STEP_COLS}) VALUES (?, ?, {','.join('?' * len(r))})",
+            (next_key(db, "step", num), step_rid(r[0], r[1]), *r),
+        )
+
+
 def session_path(home: Path) -> Path:
     """The journal file of a data directory."""
     return home / "acagent.db"
@@ -155,7 +174,7 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
     try:
         session = db.execute("SELECT * FROM session WHERE id = ?", (session_id,)).fetchone()
         events = db.execute("SELECT * FROM event WHERE session_id = ?", (session_id,)).fetchall()
-        steps = db.execute("SELECT * FROM step WHERE session_id = ?", (session_id,)).fetchall()
+        steps = db.execute(f"SELECT {_STEP_COLS} FROM step WHERE session_id = ?", (session_id,)).fetchall()
         calls = db.execute("SELECT * FROM tool_call WHERE session_id = ?", (session_id,)).fetchall()
         ids = [f"ses_{int(time.time() * 1000):011x}{uuid.uuid4().hex[:15]}" for _ in range(n)]
 
@@ -178,12 +197,12 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
                     for seq, ts, typ, p in texts
                 ],
             )
-            for table, rows in (("step", steps), ("tool_call", calls)):
-                if rows:
-                    db.executemany(
-                        f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})",
-                        [sub(r, new) for r in rows],
-                    )
+            _insert_steps(db, new, [sub(r, new) for r in steps])
+            if calls:
+                db.executemany(
+                    f"INSERT INTO tool_call VALUES ({','.join('?' * len(calls[0]))})",
+                    [sub(r, new) for r in calls],
+                )
         db.execute("COMMIT")
     finally:
         db.close()

@@ -215,6 +215,47 @@ def m008_usage_by_session(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX usage_day ON usage (day)")
 
 
+def m009_step_by_session(db: sqlite3.Connection) -> None:
+    """``step`` keyed by ``session.num << 32 | n``, its request id unique through a compact index.
+
+    The ``(session_id, request_id)`` primary-key index held ~100-byte text keys that split a
+    512-byte page every few inserts (~9 WAL frames per benchmark turn, figure 3). Now a session's
+    steps are one key range, appended at its end, and ``rid`` — 64 bits of a hash of
+    ``(session_id, request_id)``, :func:`acagent.store._sqlite_ops.step_rid` — carries the
+    uniqueness (a duplicate request id still fails the commit) in 8-byte index entries. Two
+    different ids colliding on 64 bits (about one in 10^8 across a million steps) would fail
+    that insert as a duplicate.
+    """
+    from acagent.store._sqlite_ops import step_rid
+
+    db.create_function("acagent_step_rid", 2, step_rid, deterministic=True)
+    cols = [r[1] for r in db.execute("PRAGMA table_info(step)")]
+    db.execute(
+        """CREATE TABLE step_m009 (
+            key         INTEGER PRIMARY KEY,        -- session.num << 32 | n (n = 1, 2, … per session)
+            rid         INTEGER NOT NULL,           -- step_rid(session_id, request_id)
+            session_id  TEXT NOT NULL,
+            request_id  TEXT NOT NULL,
+            step_id     TEXT NOT NULL,
+            turn_id     TEXT NOT NULL,
+            digest      TEXT NOT NULL,
+            attempt     INTEGER NOT NULL,
+            status      TEXT NOT NULL,
+            error       TEXT,
+            started_at  TEXT NOT NULL,
+            finished_at TEXT
+        )"""
+    )
+    db.execute(
+        f"INSERT INTO step_m009 (key, rid, {', '.join(cols)}) SELECT (s.num << 32)"
+        " | ROW_NUMBER() OVER (PARTITION BY s.num ORDER BY t.rowid), acagent_step_rid(t.session_id, t.request_id),"
+        f" {', '.join('t.' + c for c in cols)} FROM step t JOIN session s ON s.id = t.session_id"
+    )
+    db.execute("DROP TABLE step")
+    db.execute("ALTER TABLE step_m009 RENAME TO step")
+    db.execute("CREATE UNIQUE INDEX step_rid ON step (rid)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_transcript_stat,
@@ -224,6 +265,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m006_tool_call_host,
     m007_compact_journal,
     m008_usage_by_session,
+    m009_step_by_session,
 ]
 
 

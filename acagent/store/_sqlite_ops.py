@@ -7,6 +7,7 @@ suite in ``tests/store/conformance`` checks them for every backend).
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from acagent.store._ops import (
 from acagent.store._payload import encode_payload
 from acagent.store._usage import RecordUsage
 
-__all__ = ["TxContext", "apply_op"]
+__all__ = ["TxContext", "apply_op", "next_key", "step_rid"]
 
 Extra = tuple[str, dict[str, Any]] | None
 
@@ -92,11 +93,36 @@ def _set_cancel(op: SetCancel, ctx: TxContext) -> Extra:
     return None
 
 
+def step_rid(session_id: str, request_id: str) -> int:
+    """The ``step.rid`` of a request id: 64 bits (signed) of its blake2b hash (m009)."""
+    digest = hashlib.blake2b(f"{session_id}\0{request_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def next_key(db: sqlite3.Connection, table: str, num: int) -> int:
+    """The next key of session ``num`` in ``table`` (``usage``, ``step``: ``num << 32 | n``)."""
+    lo = num << 32
+    last = db.execute(
+        f"SELECT key FROM {table} WHERE key < ? ORDER BY key DESC LIMIT 1", (lo + (1 << 32),)
+    ).fetchone()
+    return int(last[0]) + 1 if last is not None and last[0] > lo else lo + 1
+
+
 def _insert_step(op: InsertStep, ctx: TxContext) -> Extra:
     ctx.db.execute(
-        "INSERT INTO step (session_id, request_id, step_id, turn_id, digest, attempt, status, started_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, 'inflight', ?)",
-        (ctx.session_id, op.request_id, op.step_id, op.turn_id, op.digest, op.attempt, ctx.ts),
+        "INSERT INTO step (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status,"
+        " started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'inflight', ?)",
+        (
+            next_key(ctx.db, "step", ctx.num),
+            step_rid(ctx.session_id, op.request_id),
+            ctx.session_id,
+            op.request_id,
+            op.step_id,
+            op.turn_id,
+            op.digest,
+            op.attempt,
+            ctx.ts,
+        ),
     )
     ctx.db.execute(
         "UPDATE session SET llm_calls = llm_calls + 1, llm_retries = llm_retries + ? WHERE id = ?",
@@ -108,8 +134,8 @@ def _insert_step(op: InsertStep, ctx: TxContext) -> Extra:
 def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
     cur = ctx.db.execute(
         "UPDATE step SET status = ?, error = ?, finished_at = ?"
-        " WHERE session_id = ? AND request_id = ? AND status = 'inflight'",
-        (op.status, op.error, ctx.ts, ctx.session_id, op.request_id),
+        " WHERE rid = ? AND session_id = ? AND request_id = ? AND status = 'inflight'",
+        (op.status, op.error, ctx.ts, step_rid(ctx.session_id, op.request_id), ctx.session_id, op.request_id),
     )
     if cur.rowcount != 1:
         raise InvalidTransition(f"step {op.request_id!r} is not inflight")

@@ -37,6 +37,7 @@ _TOOL = ", ".join(TOOL_COLS)
 
 
 _SEQ_MASK = (1 << 32) - 1
+_NUM = "(SELECT num FROM session WHERE id = ?)"
 
 
 def _events(session_id: str, rows: list[Any]) -> list[Event]:
@@ -229,12 +230,10 @@ class SqliteReads:
         """Every attempt of one step, ascending attempt."""
 
         def q(db: sqlite3.Connection) -> Any:
-            return db.execute(
-                # request_id = step_id|attempt: the attempts are a range of the primary key
-                # ('}' follows '|'), so no second index is written per step (m005).
-                f"SELECT {_STEP} FROM step WHERE session_id = ? AND request_id > ? AND request_id < ?"
-                " AND step_id = ? ORDER BY attempt",
-                (session_id, step_id + "|", step_id + "}", step_id),
+            return db.execute(  # the session's key range (m009), then the step's attempts
+                f"SELECT {_STEP} FROM step WHERE key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32"
+                " AND session_id = ? AND step_id = ? ORDER BY attempt",
+                (session_id, session_id, session_id, step_id),
             ).fetchall()
 
         return [StepRow(*r) for r in await self._run(q)]
@@ -244,7 +243,9 @@ class SqliteReads:
 
         def q(db: sqlite3.Connection) -> Any:
             return db.execute(
-                f"SELECT {_STEP} FROM step WHERE session_id = ? ORDER BY started_at, attempt", (session_id,)
+                f"SELECT {_STEP} FROM step WHERE key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32"
+                " AND session_id = ? ORDER BY started_at, attempt",
+                (session_id, session_id, session_id),
             ).fetchall()
 
         return [StepRow(*r) for r in await self._run(q, read=True)]

@@ -113,15 +113,13 @@ class RecordUsage:
     def apply(self, ctx: Any) -> None:
         """Insert the row inside the commit transaction (``ctx`` is a ``TxContext``)."""
         db: sqlite3.Connection = ctx.db
-        lo = ctx.num << 32  # the session's key range (m008); the next key follows its last row
-        last = db.execute(
-            "SELECT key FROM usage WHERE key < ? ORDER BY key DESC LIMIT 1", (lo + _RANGE,)
-        ).fetchone()
+        from acagent.store._sqlite_ops import next_key  # (it imports this module)
+
         db.execute(
             "INSERT INTO usage (key, session_id, request_id, ts, day, model, input_tokens, cached_input_tokens,"
             " output_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                last[0] + 1 if last is not None and last[0] > lo else lo + 1,
+                next_key(db, "usage", ctx.num),  # the session's key range (m008)
                 ctx.session_id,
                 self.request_id,
                 ctx.ts,
@@ -187,8 +185,6 @@ _UNPRICED_SUMS = (
     " COALESCE(SUM(CASE WHEN cost_usd IS NULL THEN output_tokens END), 0)"
 )
 
-_RANGE = 1 << 32
-"""Keys per session in ``usage`` (``session.num << 32 | n``)."""
 _NUM = "(SELECT num FROM session WHERE id = ?)"
 
 Pricer = Callable[[str, int, int, int], "float | None"]

@@ -1,6 +1,6 @@
 """The compact event layout of m007 (benchmarks figure 3): one integer-keyed b-tree, compressed payloads.
 
-A database written before m007/m008 (built here with the old migrations and the old row layout)
+A database written before m007–m009 (built here with the old migrations and the old row layout)
 migrates and reads every event byte for byte; new events round-trip to their exact JSONL
 envelope; a corrupt stored payload is one clear JournalError naming the session and seq; the
 type queries still answer; and a small commit writes a pinned number of WAL frames.
@@ -17,7 +17,7 @@ import pytest
 
 from acagent.errors import JournalError
 from acagent.events import Event
-from acagent.store import RecordUsage, SqliteJournal
+from acagent.store import FinishStep, InsertStep, RecordUsage, SqliteJournal
 from acagent.store import _migrations as migrations
 from acagent.store._payload import FORMAT_DEFLATE_V1, decode_payload, encode_payload
 from acagent.store._sqlite import PAGE_SIZE
@@ -75,6 +75,12 @@ def _old_database(path: Path) -> dict[str, list[bytes]]:
             " VALUES (?, ?, ?, '2026-01-02', 'openai:m', 100, 10)",
             (sid, rid, TS),
         )
+    for rid, attempt, status in (("ses_old_a|4|d|1", 1, "failed"), ("ses_old_a|4|d|2", 2, "inflight")):
+        db.execute(  # step rows as m001 wrote them
+            "INSERT INTO step (session_id, request_id, step_id, turn_id, digest, attempt, status, started_at)"
+            " VALUES ('ses_old_a', ?, 'ses_old_a|4|d', 'turn_1', 'd', ?, ?, ?)",
+            (rid, attempt, status, TS),
+        )
     db.execute(
         "INSERT INTO tool_call (session_id, tool_call_id, turn_id, step_id, idx, name, arguments, status,"
         " approval, idempotent) VALUES ('ses_old_a', 'call_a', 'turn_1', 's', 0, 'bash', '{}', 'waiting_user',"
@@ -107,6 +113,21 @@ async def test_pre_m007_database_migrates_and_reads_every_event_identically(tmp_
         ]
         created, _ = await j.create_session(cwd="/w", model=None, title=None)
         assert [e.type for e in await j.events(created.id)] == ["session.created"]
+        # steps (m009): old rows keep their order; the inflight one finishes; a duplicate id fails
+        attempts = await j.step_attempts("ses_old_a", "ses_old_a|4|d")
+        assert [(a.attempt, a.status) for a in attempts] == [(1, "failed"), (2, "inflight")]
+        await j.commit_unfenced("ses_old_a", [], ops=[FinishStep("ses_old_a|4|d|2", "done")], reason="test")
+        dup = InsertStep("ses_old_a|4|d|2", "ses_old_a|4|d", "turn_1", "d", 2)
+        with pytest.raises(JournalError):
+            await j.commit_unfenced("ses_old_a", [("step.started", {})], ops=[dup], reason="test")
+        new_step = InsertStep("ses_old_a|4|d|3", "ses_old_a|4|d", "turn_1", "d", 3)
+        await j.commit_unfenced("ses_old_a", [("step.started", {})], ops=[new_step], reason="test")
+        assert [(s.attempt, s.status) for s in await j.steps("ses_old_a")] == [
+            (1, "failed"),
+            (2, "done"),
+            (3, "inflight"),
+        ]
+        assert await j.steps("ses_old_b") == []
         # usage (m008): old rows keep their sessions, a removed session's rows stay countable
         await j.commit_unfenced("ses_old_a", [], ops=[RecordUsage("r-new", "openai:m", 1, 2)], reason="test")
         assert (await j.usage_totals(session_id="ses_old_a")).input_tokens == 201
@@ -118,8 +139,16 @@ async def test_pre_m007_database_migrates_and_reads_every_event_identically(tmp_
         await j.aclose()
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA page_size").fetchone()[0] == 1024  # an existing file keeps its pages
+    n_old = len(envelopes["ses_old_a"])
+    kinds = dict(
+        db.execute(
+            "SELECT typeof(payload), COUNT(*) FROM event_log WHERE key & 4294967295 <= ?"
+            " AND key >> 32 IN (SELECT num FROM session WHERE id LIKE 'ses_old_%') GROUP BY 1",
+            (n_old,),
+        ).fetchall()
+    )
+    assert kinds == {"text": 2 * n_old}  # copied as they were
     kinds = dict(db.execute("SELECT typeof(payload), COUNT(*) FROM event_log GROUP BY 1").fetchall())
-    assert kinds["text"] == 2 * len(envelopes["ses_old_a"])  # copied as they were
     assert kinds.get("blob", 0) >= 1
     # the compatibility view still answers the old columns
     assert db.execute(
