@@ -51,20 +51,20 @@ the session row would avoid.
 would have passed on repetition). With those texts and the same 7 + 2 transactions per turn, the storage layout
 of m007 (events in one INTEGER PRIMARY KEY b-tree `session.num << 32 | seq`, no session id per row, payloads
 compressed one event at a time with a preset dictionary, `store/_payload.py`) and 512-byte pages took history 50
-from 160 KB to 87 KB per turn (11.9× → 6.5×); m008 (`usage` keyed the same way, without its text-key index) and
-the runner's folded transactions (6 + 1) brought it to the table above. Per turn at history 40–60 the WAL gets
-~82 frames of 512 bytes (was ~101 of 1 KiB): the event b-tree ~37 (every transaction rewrites its last,
-partly filled leaf and, when it grows, page 1 ~7), the `step` table and its `(session_id, request_id)` index ~9
-each, the session row ~6, `tool_call` ~8, `usage` + `usage_day` ~6; the WAL checkpoint then copies each changed page
-once more into the database file (~12 KB) and the transcript holds the events once (~15 KB, 1.1×, of which
-compaction snapshots ~2 KB). What is left, in order of size: (1) fewer transactions per turn (each costs at
-least the session page, the event leaf and often page 1); (2) the `step` index (the same session-range key as
-`usage`, with a compact unique index on a hash of the request id for the duplicate check); (3) compressing a
-commit's events against each other (an assistant reply's text is in its delta, its message and `turn.completed`:
-per-commit compression is ~4.9× on these events against ~3× per event, but an event would no longer decode on its
-own); (4) the compaction snapshot (`checkpoint`, ~33 KB every few turns) as a position (`context.compacted` holds
-the summary and `first_kept_seq`; the kept messages are events). The transcript alone is 1.1×, so ≤ 2.5× leaves
-the journal ~1.4× of the events: about 20 page writes per turn.
+from 160 KB to 87 KB per turn (11.9× → 6.5×); m008/m009 (`usage` and `step` keyed the same way, without their
+`(session_id, request_id)` text indexes; a step's request id stays unique through an 8-byte hash index) and the
+runner's folded transactions (6 + 1) brought it to the table above. Per turn at history 40–60 the WAL gets ~78
+frames of 512 bytes (was ~101 of 1 KiB): the event b-tree ~37 (every transaction rewrites its last, partly
+filled leaf), page 1 ~7 (the file grows), `step` ~10 + `step_rid` ~3.5, the session row ~6, `tool_call` ~8,
+`usage` + `usage_day` ~6; the WAL checkpoint then copies each changed page once more into the database file
+(~12 KB) and the transcript holds the events once (~15 KB, 1.1×, of which compaction snapshots ~2 KB). What is
+left, in order of size: (1) fewer transactions per turn (each costs at least the session page, the event leaf
+and often page 1); (2) compressing a commit's events against each other (an assistant reply's text is in its
+delta, its message and `turn.completed`: per-commit compression is ~4.9× on these events against ~3× per event,
+but an event would no longer decode on its own); (3) `tool_call` the way of `step`; (4) the compaction snapshot
+(`checkpoint`, ~33 KB every few turns) as a position (`context.compacted` holds the summary and
+`first_kept_seq`; the kept messages are events). The transcript alone is 1.1×, so ≤ 2.5× leaves the journal
+~1.4× of the events: about 20 page writes per turn.
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** Two costs, both visible in the table and the two-thread profile above.
