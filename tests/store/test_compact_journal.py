@@ -260,3 +260,40 @@ async def test_long_tool_call_arguments_are_stored_compressed_and_read_back_as_j
         db.close()
     finally:
         await j.aclose()
+
+
+def _wal_btrees(path: Path, first_frame: int = 0, end_frame: int | None = None) -> list[str]:
+    """The b-trees of WAL frames ``first_frame`` to ``end_frame``, sorted (``dbstat`` names)."""
+    data = Path(f"{path}-wal").read_bytes()
+    db = sqlite3.connect(path)
+    names = {page: name for name, page in db.execute("SELECT name, pageno FROM dbstat")}
+    db.close()
+    frame = 24 + PAGE_SIZE
+    pages = [int.from_bytes(data[off : off + 4], "big") for off in range(32, len(data) - frame + 1, frame)]
+    return sorted(names.get(p, "?") for p in pages[first_frame:end_frame])
+
+
+async def test_step_and_usage_commits_write_one_page_per_table(tmp_path: Path) -> None:
+    """m008/m009: a step's intent writes the session row, the event leaf, the step leaf and its
+    8-byte ``step_rid`` entry; its finish with usage the session row, the event leaf, the step leaf
+    and the usage leaf and ``usage_day`` — no ``(session_id, request_id)`` text index anywhere."""
+    path = tmp_path / "a.db"
+    j = await SqliteJournal.open(path)
+    try:
+        row, _ = await j.create_session(cwd="/w", model=None, title=None)
+        lease = await j.acquire_lease(row.id, "w1", ttl_s=30)
+        for n in (1, 2):  # the first round settles the leaves and the file size
+            insert = InsertStep(f"{row.id}|{n}|d|1", f"{row.id}|{n}|d", "turn_1", "d", 1)
+            finish = [FinishStep(insert.request_id, "done"), RecordUsage(insert.request_id, "m", 10, 5)]
+            other = sqlite3.connect(path)
+            assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+            other.close()
+            await j.commit(row.id, [("step.started", {"n": n})], lease=lease, ops=[insert])
+            after_insert = _wal_frames(path)
+            await j.commit(row.id, [("usage", {"n": n})], lease=lease, ops=finish)
+        assert _wal_btrees(path, 0, after_insert) == sorted(["event_log", "session", "step", "step_rid"])
+        assert _wal_btrees(path, after_insert) == sorted(
+            ["event_log", "session", "step", "usage", "usage_day"]
+        )
+    finally:
+        await j.aclose()
