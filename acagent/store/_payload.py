@@ -18,6 +18,8 @@ Stored format, told apart by SQLite's storage class (no column for it):
   inflate or to parse) of the payload's JSON with :data:`_DICT_V1`.
 
 The dictionary is part of the file format: never edit it; a new one takes a new format byte.
+It holds only what acagent itself writes (envelope keys, event and status names, acagent's own
+tool names, provider prefixes), nothing of the benchmarks' workload.
 (stdlib zlib on purpose: zstd would compress ~10 % better but adds a dependency for every user.)
 """
 
@@ -38,10 +40,11 @@ _DICT_V1 = (
     b'"approval":"pending","decision":"allow","always","deny","note":null,"is_error":true,'
     b'"summary":"first_kept_seq":"upto_seq":"messages":[{"role":"user","parts":[{"kind":"text",'
     b'"tool_call","tool_result","arguments":{"path":"command":"content":"output":"exit_code":0,'
-    b'"idempotent":true,"read_only":true,"name":"bash","read","edit","write","echo",'
+    b'"idempotent":true,"read_only":true,"name":"shell","read_file","write_file","edit_file",'
+    b'"list_dir","glob","ask_user",'
     b'"cached_input_tokens":0,"reasoning_tokens":0,"cost_usd":null,"finish_reason":"stop",'
     b'"input_tokens":"output_tokens":"total_tokens":"session_input_tokens":'
-    b'"session_output_tokens":"model":"test:scripted","context_tokens":'
+    b'"session_output_tokens":"model":"anthropic:claude-","openai:gpt-","context_tokens":'
     b'"status":"done","previous":"running","waiting_tool","waiting_user","pending","failed",'
     b'"status":"ok","interrupted":false,"tool_call_id":"call_","arguments":{"text":"'
     b'"message":{"role":"assistant","parts":[{"kind":"text","text":"'
