@@ -9,31 +9,28 @@ from __future__ import annotations
 
 FINDINGS: dict[str, str] = {
     "overhead per turn vs LangGraph": """
-**Finding (figure 1).** The profile above is taken at the history with the worst ratio. Since commit 9097f71
-(incremental context digest, no context reload per turn, tool-call id lookup by id, tool schemas once per runner)
-the turn no longer grows with history; what is left is a constant cost per turn with no single hotspot:
+**Finding (figure 1).** The profile above is taken at the history with the worst ratio. The turn no longer
+grows with history (incremental context digest and history check, no context reload per turn, requests sized
+by their new messages, tool schemas once per tool class); what is left is a constant cost per turn:
 
-- *Journal round trips*: ~20 transactions per turn (the count is printed above: lease, accept, title, step
-  rows, the delta flush, the response commit, tool start and result, completion, checkpoint check, lease
-  release), each a thread hop to aiosqlite's writer — the event loop's largest own-time entry is `epoll` waiting
-  for them, and each commit appends whole 4 KiB pages to the WAL, which is why acagent writes ~350 KB per turn
-  where the naive JSON file rewrites a few KB at short histories. LangGraph writes ~4 checkpoints per turn.
-- *Per-event work on the loop*: `SessionWriter.commit()` → `SqliteJournal.commit()` (`acagent/runner/_writer.py`,
-  `acagent/store/_journal.py`), the transcript pump (`SessionRegistry._start_transcript.pump` →
-  `TranscriptWriter.sync()` and `write()` in `acagent/store/_transcript.py`: several `flock`, `stat` and `fstat`
-  calls per event), the bus, and pydantic validation of payloads and messages.
-- At long histories `ContextBuilder.digest()` (`acagent/runner/_context.py`) still compares every message's
-  `id()` to find the first changed one (the `builtins.id` call count): O(history), cheap, but avoidable by
-  recording the first changed index in `apply()`.
+- *Journal round trips*: the count is printed above (about ten per tool turn: lease, session row, caps, accept,
+  two `step.started`, the tool-id check, two step commits, the tool start + result). What the runner wrote is
+  not read back (`Turn.open_calls`, `Turn.fresh_seq`, `Turn.limits` in `acagent/runner/_turn.py`), a quick
+  read-only call commits its start with its result (`may_defer_start` in `acagent/runner/_tools.py`) and the
+  completion commit gives the lease up (`ReleaseLease`). Each remaining transaction is a thread hop to
+  aiosqlite's writer: the loop's largest own-time entry is still `epoll` waiting for them.
+- *The step rows*: `step.started` (`InsertStep`, invariant 2) cannot ride in the preceding commit (the accept,
+  the tool result) because its step id names the context's last seq (`AgenticLoop.llm_step`,
+  `acagent/runner/_loop.py`), which the journal assigns in that very commit.
+- *Per-event work on the loop*: the transcript pump (`TranscriptKeeper._start_transcript.pump` →
+  `TranscriptWriter.sync()` and `write()` in `acagent/store/_transcript.py`: `flock`, `stat`, `fstat` per
+  event), `SessionWriter.commit()`, the bus, and pydantic validation of payloads and messages.
 
-**Fixes.** (1) Fewer transactions per turn, as DESIGN.md asks ("one durable commit per step"): fold
-`acquire_lease` + `_accept` + title into one transaction; write `step.started`/`InsertStep` in the same
-transaction as the preceding tool result; close an in-process read-only tool's start and result in one commit;
-fold `turn.completed`, the checkpoint check and the lease release together. About 5 per turn is reachable. (2) Run
-`durability="normal"` commits on the calling thread (figure 3, fix 1), removing the hop. (3) Batch the transcript
-pump: drain the subscription and write once, with one lock and one state check per batch. Reaching 1/10 of
-LangGraph at history 10 needs (1) and (2): ~20 commits × figure 3's commit latency alone exceed a tenth of
-LangGraph's turn there.
+**Fixes.** (1) Run `durability="normal"` commits on the calling thread (figure 3, fix 1), removing the hop —
+the largest item left. (2) A step id that does not name a journal-assigned seq (or one the store fills in), so
+`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (3) An
+`acquire_lease` that returns the session row (and its caps), so a turn's start is one round trip, not three.
+(4) Batch the transcript pump: drain the subscription and write once, one lock and one state check per batch.
 """,
     "resume flat": """
 **Finding (figure 2).** Opening a session reads no message: `SessionPorts.load()` (`acagent/runner/_session.py`)
@@ -92,30 +89,28 @@ delivered event. Fix: iterate `self._subs` directly (removals are deferred to af
 iterate the receive stream directly.
 """,
     "concurrent sessions": """
-**Finding (figure 5).** Both threads that serve all sessions saturate, the event loop first. The event loop needs
-~5 ms of CPU per turn (the "CPU per turn" column), so one process finishes at most ~200 turns/s where 1,000
-sessions with 1 s model calls offer 1,000 turns/s; every turn then queues behind the other sessions' loop work,
-before its model request (the "where the added latency sits" line) and after. The journal writer thread (second
-profile) splits its time between waiting for work (`SimpleQueue.get`) and SQLite's `execute` for the ~20 small
-transactions per turn. On this shared machine the process also gets less than a core (CPU column), which
-stretches the queue further. Where the loop's time goes (event-loop profile):
+**Finding (figure 5).** Both threads that serve all sessions saturate. The event loop's CPU per turn (the
+"CPU per turn" column) bounds a process to a few hundred turns/s where 1,000 sessions with 1 s model calls
+offer 1,000 turns/s; every turn then queues behind the other sessions' work, before its model request (the
+"where the added latency sits" line) and after. On this shared machine the process also gets less than a
+core (CPU column), which stretches the queue further. The per-session items of earlier runs are gone (tool
+schemas once per tool class: the benchmark's tool was a class made per session; `busy_count()` is a running
+count kept by the runners; `clean_value` decides a clean payload in one orjson pass). Where the time goes now:
 
-- `AgenticLoop._tool_definitions()` → `Tool.parameters_schema()` (`acagent/runner/_loop.py`,
-  `acagent/tools/_base.py`): the tools' pydantic JSON schemas are built once per runner, which in this wave is once
-  per session (`pydantic/json_schema.py` in the own-time list) — among the largest items per turn;
-- the transcript pump (`SessionRegistry._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
-  `acagent/store/_transcript.py`): several `flock`, `stat` and `fstat` calls per event, with `fcntl.flock` at the
-  top of the own-time list;
-- `SessionRegistry.busy_count()` (`acagent/runner/_registry.py`) scanning every runner's `is_busy` on each
-  `start_turn`: O(N) per turn, O(N²) per wave (the `<genexpr>` and `is_busy` call counts);
-- ~20 aiosqlite round trips per turn (figure 1's count), each a future, a queue `put` and a wake-up on the loop.
+- the transcript pump (`TranscriptKeeper._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
+  `acagent/store/_transcript.py`): `fcntl.flock`, `fstat` and `stat` per event lead the loop's own-time list;
+- six journal round trips per one-step turn (lease, session row, caps, accept, `step.started`, the reply with
+  `turn.completed` and the lease release), each a future, a queue `put` and a wake-up on the loop;
+- the journal writer thread (second profile): SQLite's `execute`, several statements per commit (each op is
+  its own `UPDATE session` in `acagent/store/_sqlite_ops.py`: the accept's `SetTurn`, `SetCancel`,
+  `SetStatus`, `SetTitle`), is now as busy as the loop.
 
-
-**Fixes.** (1) Cache tool schemas per tool class (process-wide), not per runner. (2) Let the transcript pump drain what is
-queued (`receive_nowait`) and write it in one locked `write`, checking the file's state once per batch, not per
-event. (3) Keep a running count of busy runners instead of `busy_count()`'s scan. (4) Cut the round trips per turn
-(figure 1, fix 1) and group commits from all sessions into one transaction per hop. A p99 of ≤ 20 ms at 1,000 turns/s offered needs well
-under 1 ms of loop CPU per turn (or several processes sharing the sessions); today it is ~5 ms.
+**Fixes.** (1) Let the transcript pump drain what is queued (`receive_nowait`) and write it in one locked
+`write`, checking the file's state once per batch, not per event. (2) Group commits from all sessions into one
+transaction per hop (or commit inline, figure 3 fix 1), and fold a commit's session-row ops into the one
+`UPDATE session` it already runs. (3) Figure 1's fixes (2) and (3): three round trips fewer per turn. A p99 of
+≤ 20 ms at 1,000 turns/s offered needs well under 1 ms of loop CPU per turn (or several processes sharing the
+sessions).
 """,
     "hibernated sessions": """
 **Finding (figure 5, memory).** See the tracemalloc list above: the resident set is mostly imported code, not
