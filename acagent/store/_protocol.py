@@ -194,6 +194,24 @@ class Journal(Protocol):
         """
         ...
 
+    async def lease_session(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_s: float,
+        pid: int | None = None,
+        host: str | None = None,
+        is_dead: IsDead | None = None,
+    ) -> tuple[Lease, SessionRow]:
+        """:meth:`acquire_lease`, and the session row as it stands once the lease is taken (what
+        :meth:`get_session` would read next) — one round trip where the backend can.
+
+        Raises:
+            SessionBusy, SessionNotFound: as :meth:`acquire_lease`.
+        """
+        ...
+
     async def renew_lease(self, session_id: str, lease: Lease, *, ttl_s: float) -> tuple[bool, bool]:
         """Extend the lease by ``ttl_s``; return ``(still_held, cancel_requested)``."""
         ...

@@ -16,11 +16,12 @@ from typing import TypeVar
 from acagent.errors import SessionBusy, SessionNotFound
 from acagent.obs import metrics
 from acagent.store._protocol import IsDead
-from acagent.store._rows import Lease
+from acagent.store._rows import SESSION_COLS, Lease, SessionRow
 
 __all__ = ["HOSTNAME", "SqliteLeases", "transaction"]
 
 T = TypeVar("T")
+SESSION_COLUMNS = ", ".join(SESSION_COLS)
 HOSTNAME = socket.gethostname()
 
 
@@ -61,6 +62,35 @@ class SqliteLeases:
         Raises:
             SessionBusy: a live holder has it (the message names its pid and points to attach).
         """
+        lease, _ = await self._acquire(session_id, owner, ttl_s, pid, host, is_dead, with_row=False)
+        return lease
+
+    async def lease_session(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_s: float,
+        pid: int | None = None,
+        host: str | None = None,
+        is_dead: IsDead | None = None,
+    ) -> tuple[Lease, SessionRow]:
+        """:meth:`acquire_lease` and then the session row, on the same thread hop."""
+        lease, row = await self._acquire(session_id, owner, ttl_s, pid, host, is_dead, with_row=True)
+        assert row is not None
+        return lease, row
+
+    async def _acquire(
+        self,
+        session_id: str,
+        owner: str,
+        ttl_s: float,
+        pid: int | None,
+        host: str | None,
+        is_dead: IsDead | None,
+        *,
+        with_row: bool,
+    ) -> tuple[Lease, SessionRow | None]:
         pid = os.getpid() if pid is None else pid
         host = HOSTNAME if host is None else host
 
@@ -92,11 +122,18 @@ class SqliteLeases:
             taken_over[0] = cur_owner is not None and cur_owner != owner
             return Lease(owner=owner, token=token + 1)
 
+        def tx_row(db: sqlite3.Connection) -> tuple[Lease, SessionRow | None]:
+            lease = tx(db)
+            if not with_row:
+                return lease, None
+            row = db.execute(f"SELECT {SESSION_COLUMNS} FROM session WHERE id = ?", (session_id,)).fetchone()
+            return lease, SessionRow(*row)
+
         taken_over = [False]  # a holder that never released it (dead or expired): a takeover
-        lease = await self._run(tx)
+        out = await self._run(tx_row)
         if taken_over[0]:
             metrics().lease_takeover()
-        return lease
+        return out
 
     async def renew_lease(self, session_id: str, lease: Lease, *, ttl_s: float) -> tuple[bool, bool]:
         """Extend the lease by ``ttl_s`` seconds; return ``(still_held, cancel_requested)``."""

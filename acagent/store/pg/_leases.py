@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from acagent.errors import JournalError, SessionBusy, SessionNotFound
 from acagent.obs import metrics
-from acagent.store import Lease
+from acagent.store import Lease, SessionRow
 from acagent.store.pg._schema import ADVISORY_CLASS
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class LeaseMixin:
     _liveness: Any
     _retry: Callable[..., Awaitable[Any]]
     _fetch: Callable[..., Awaitable[list[Any]]]
+    get_session: Callable[[str], Awaitable[SessionRow]]
 
     async def _take_liveness(self, url: str, settings: dict[str, str]) -> None:
         """Open the dedicated liveness connection and take this daemon's advisory lock.
@@ -177,6 +178,20 @@ class LeaseMixin:
             f"session {session_id} is open in {where}; use `acagent attach {session_id}`",
             detail={"holder_pid": cur_pid, "holder_host": cur_host, "holder_daemon": cur_daemon},
         )
+
+    async def lease_session(
+        self,
+        session_id: str,
+        owner: str,
+        *,
+        ttl_s: float,
+        pid: int | None = None,
+        host: str | None = None,
+        is_dead: Callable[[str | None, int | None], bool] | None = None,
+    ) -> tuple[Lease, SessionRow]:
+        """:meth:`acquire_lease`, then the session row (two statements: no saving here yet)."""
+        lease = await self.acquire_lease(session_id, owner, ttl_s=ttl_s, pid=pid, host=host, is_dead=is_dead)
+        return lease, await self.get_session(session_id)
 
     async def renew_lease(self, session_id: str, lease: Lease, *, ttl_s: float) -> tuple[bool, bool]:
         """Extend one lease by ``ttl_s`` seconds. Returns ``(still_held, cancel_requested)``."""

@@ -128,3 +128,16 @@ async def test_a_commit_releases_its_own_lease(journal: Journal, h) -> None:
     with pytest.raises(SessionBusy):  # the new holder kept it
         await journal.acquire_lease(row.id, "w3", ttl_s=30)
     assert [e.type for e in await journal.events(row.id)] == ["session.created", "user.message"]
+
+
+async def test_lease_session_takes_the_lease_and_reads_the_row(journal: Journal, h) -> None:
+    """``lease_session`` = ``acquire_lease`` + the row ``get_session`` would read next (the token
+    bumped, the holder recorded); a live holder still makes it busy."""
+    row = await h.session()
+    lease, seen = await journal.lease_session(row.id, "w1", ttl_s=30)
+    assert lease.owner == "w1" and seen == await journal.get_session(row.id)
+    assert (seen.lease_owner, seen.fencing_token, seen.last_seq) == ("w1", lease.token, row.last_seq)
+    with pytest.raises(SessionBusy):
+        await journal.lease_session(row.id, "w2", ttl_s=30)
+    with pytest.raises(SessionNotFound):
+        await journal.lease_session("nope", "w1", ttl_s=30)
