@@ -13,9 +13,9 @@ FINDINGS: dict[str, str] = {
 grows with history (incremental context digest and history check, no context reload per turn, requests sized
 by their new messages, tool schemas once per tool class); what is left is a constant cost per turn:
 
-- *Journal round trips*: the count is printed above (about ten per tool turn: lease, session row, caps, accept,
-  two `step.started`, the tool-id check, two step commits, the tool start + result). What the runner wrote is
-  not read back (`Turn.open_calls`, `Turn.fresh_seq`, `Turn.limits` in `acagent/runner/_turn.py`), a quick
+- *Journal round trips*: the count is printed above (about nine per tool turn: the lease with the session row,
+  the caps, the accept, two `step.started`, the tool-id check, two step commits, the tool start + result). What
+  the runner wrote is not read back (`Turn.open_calls`, `Turn.fresh_seq`, `Turn.limits` in `acagent/runner/_turn.py`), a quick
   read-only call commits its start with its result (`may_defer_start` in `acagent/runner/_tools.py`) and the
   completion commit gives the lease up (`ReleaseLease`). Each remaining transaction is a thread hop to
   aiosqlite's writer: the loop's largest own-time entry is still `epoll` waiting for them.
@@ -28,8 +28,9 @@ by their new messages, tool schemas once per tool class); what is left is a cons
 
 **Fixes.** (1) Run `durability="normal"` commits on the calling thread (figure 3, fix 1), removing the hop —
 the largest item left. (2) A step id that does not name a journal-assigned seq (or one the store fills in), so
-`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (3) An
-`acquire_lease` that returns the session row (and its caps), so a turn's start is one round trip, not three.
+`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (3) Let
+`Journal.lease_session` (the lease and the session row in one hop) return the session's caps too, so a turn's
+start is one round trip, not two.
 (4) Batch the transcript pump: drain the subscription and write once, one lock and one state check per batch.
 """,
     "resume flat": """
@@ -99,8 +100,8 @@ count kept by the runners; `clean_value` decides a clean payload in one orjson p
 
 - the transcript pump (`TranscriptKeeper._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
   `acagent/store/_transcript.py`): `fcntl.flock`, `fstat` and `stat` per event lead the loop's own-time list;
-- six journal round trips per one-step turn (lease, session row, caps, accept, `step.started`, the reply with
-  `turn.completed` and the lease release), each a future, a queue `put` and a wake-up on the loop;
+- five journal round trips per one-step turn (the lease with the session row, the caps, the accept,
+  `step.started`, the reply with `turn.completed` and the lease release), each a future, a queue `put` and a wake-up on the loop;
 - the journal writer thread (second profile): SQLite's `execute`, several statements per commit (each op is
   its own `UPDATE session` in `acagent/store/_sqlite_ops.py`: the accept's `SetTurn`, `SetCancel`,
   `SetStatus`, `SetTitle`), is now as busy as the loop.
@@ -108,7 +109,7 @@ count kept by the runners; `clean_value` decides a clean payload in one orjson p
 **Fixes.** (1) Let the transcript pump drain what is queued (`receive_nowait`) and write it in one locked
 `write`, checking the file's state once per batch, not per event. (2) Group commits from all sessions into one
 transaction per hop (or commit inline, figure 3 fix 1), and fold a commit's session-row ops into the one
-`UPDATE session` it already runs. (3) Figure 1's fixes (2) and (3): three round trips fewer per turn. A p99 of
+`UPDATE session` it already runs. (3) Figure 1's fix (3): one round trip fewer per turn. A p99 of
 ≤ 20 ms at 1,000 turns/s offered needs well under 1 ms of loop CPU per turn (or several processes sharing the
 sessions).
 """,

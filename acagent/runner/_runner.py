@@ -211,11 +211,11 @@ class InProcessRunner(CancelPaths, SessionPorts):
 
     async def _open_turn(self, user_input: str | None) -> tuple[Turn, str | None]:
         """Take the lease, load the context; accept the message (unless a turn must be resumed first)."""
-        lease = await self.journal.acquire_lease(
+        lease, row = await self.journal.lease_session(
             self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
         )
         self.writer.lease = lease
-        await self.load_context()
+        await self.load_context(row)  # the row read with the lease: not read again
         row = self.row
         resume_turn = row.turn_id if row.status in ACTIVE else None
         new_turn = f"turn_{uuid.uuid4().hex[:16]}" if user_input is not None else None

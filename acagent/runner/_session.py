@@ -98,8 +98,10 @@ class SessionPorts:
         """The model this process's turns use: ``--model``, else the session's, else the default."""
         return self.model_override or self.row.model or self.settings.model or "local:smollm2-135m"
 
-    async def load(self) -> None:
+    async def load(self, row: SessionRow | None = None) -> None:
         """Bring the session up to date with the journal, reading no message (lazy resume).
+
+        ``row``: the session row just read with the lease (``Journal.lease_session``): not read again.
 
         Reads the session row (approval rules, status) and publishes what another process
         committed since this bus last published. The model context is only marked stale: the
@@ -107,13 +109,13 @@ class SessionPorts:
         at 10 events and at 10,000. A later call is a no-op unless the journal's ``last_seq``
         moved past what this runner published.
         """
-        if self._loaded:
+        if row is None:
             row = await self.journal.get_session(self.session_id)
-            if row.last_seq == self.bus.last_seq:
-                self.row = row
-                return
+        if self._loaded and row.last_seq == self.bus.last_seq:
+            self.row = row
+            return
         self.context.unload()
-        self.row = await self.journal.get_session(self.session_id)
+        self.row = row
         # Another process may have granted rules or advanced the workspace generation (F40).
         self.policy = ApprovalPolicy.from_json(
             json.loads(self.row.approval_rules or "{}"), self.settings.shell_allow
@@ -129,9 +131,10 @@ class SessionPorts:
             self.bus.last_seq = max(self.bus.last_seq, self.row.last_seq)
         self._loaded = True
 
-    async def load_context(self) -> None:
-        """:meth:`load`, then rebuild the model context if it is stale (latest snapshot + tail)."""
-        await self.load()
+    async def load_context(self, row: SessionRow | None = None) -> None:
+        """:meth:`load` (``row``: as there), then rebuild the model context if it is stale (latest
+        snapshot + tail)."""
+        await self.load(row)
         await self.writer.build_context()
 
     async def snapshot(self) -> dict[str, Any]:
