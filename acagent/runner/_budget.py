@@ -52,7 +52,10 @@ class Budget:
 
     async def effective_limits(self, journal: Any, session_id: str) -> Limits:
         """The config caps with the session's own ``session_*`` caps applied."""
-        own = await journal.session_limits(session_id)
+        return self.limits_for(await journal.session_limits(session_id))
+
+    def limits_for(self, own: dict[str, Any]) -> Limits:
+        """The config caps with ``own`` (a session's ``session_limits``) applied."""
         try:
             return self.limits.for_session(own)
         except ValueError:  # written by a newer version: ignore unknown keys rather than fail

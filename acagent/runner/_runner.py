@@ -211,11 +211,11 @@ class InProcessRunner(CancelPaths, SessionPorts):
 
     async def _open_turn(self, user_input: str | None) -> tuple[Turn, str | None]:
         """Take the lease, load the context; accept the message (unless a turn must be resumed first)."""
-        lease, row = await self.journal.lease_session(
+        lease, row, own_caps = await self.journal.lease_session(
             self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
         )
         self.writer.lease = lease
-        await self.load_context(row)  # the row read with the lease: not read again
+        await self.load_context(row)  # the row (and caps) read with the lease: not read again
         row = self.row
         resume_turn = row.turn_id if row.status in ACTIVE else None
         new_turn = f"turn_{uuid.uuid4().hex[:16]}" if user_input is not None else None
@@ -223,14 +223,13 @@ class InProcessRunner(CancelPaths, SessionPorts):
             raise UserError(
                 f"session {self.session_id} has no interrupted turn to finish (it is {row.status!r})"
             )
-        limits = None
+        budget = budget_for(self.settings)
+        limits = budget.limits_for(own_caps)  # the turn's caps, read once
         if resume_turn is None:
             # A turn whose first call would break a cap is refused before anything is written
             # (the daemon answers 429): the same estimate the loop checks before that call.
             first_call = self.estimator.estimate(self.system_prompt, self.context.messages)
             first_call += bytes_to_tokens(len((user_input or "").encode("utf-8", "surrogatepass")))
-            budget = budget_for(self.settings)
-            limits = await budget.effective_limits(self.journal, self.session_id)  # read once per turn
             budget.raise_if(
                 await budget.check(
                     self.journal,

@@ -203,9 +203,10 @@ class Journal(Protocol):
         pid: int | None = None,
         host: str | None = None,
         is_dead: IsDead | None = None,
-    ) -> tuple[Lease, SessionRow]:
-        """:meth:`acquire_lease`, and the session row as it stands once the lease is taken (what
-        :meth:`get_session` would read next) — one round trip where the backend can.
+    ) -> tuple[Lease, SessionRow, dict[str, Any]]:
+        """:meth:`acquire_lease`, the session row as it stands once the lease is taken (what
+        :meth:`get_session` would read next) and the session's own caps (``session_limits``,
+        ``{}`` when none) — one round trip where the backend can (a turn's start).
 
         Raises:
             SessionBusy, SessionNotFound: as :meth:`acquire_lease`.

@@ -11,7 +11,9 @@ import socket
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import orjson
 
 from acagent.errors import SessionBusy, SessionNotFound
 from acagent.obs import metrics
@@ -74,11 +76,12 @@ class SqliteLeases:
         pid: int | None = None,
         host: str | None = None,
         is_dead: IsDead | None = None,
-    ) -> tuple[Lease, SessionRow]:
-        """:meth:`acquire_lease` and then the session row, on the same thread hop."""
-        lease, row = await self._acquire(session_id, owner, ttl_s, pid, host, is_dead, with_row=True)
-        assert row is not None
-        return lease, row
+    ) -> tuple[Lease, SessionRow, dict[str, Any]]:
+        """:meth:`acquire_lease`, then the session row and its own caps, on the same thread hop."""
+        lease, got = await self._acquire(session_id, owner, ttl_s, pid, host, is_dead, with_row=True)
+        assert got is not None
+        row, limits = got
+        return lease, row, orjson.loads(limits) if limits else {}
 
     async def _acquire(
         self,
@@ -90,7 +93,7 @@ class SqliteLeases:
         is_dead: IsDead | None,
         *,
         with_row: bool,
-    ) -> tuple[Lease, SessionRow | None]:
+    ) -> tuple[Lease, tuple[SessionRow, str | None] | None]:
         pid = os.getpid() if pid is None else pid
         host = HOSTNAME if host is None else host
 
@@ -122,12 +125,14 @@ class SqliteLeases:
             taken_over[0] = cur_owner is not None and cur_owner != owner
             return Lease(owner=owner, token=token + 1)
 
-        def tx_row(db: sqlite3.Connection) -> tuple[Lease, SessionRow | None]:
+        def tx_row(db: sqlite3.Connection) -> tuple[Lease, tuple[SessionRow, str | None] | None]:
             lease = tx(db)
             if not with_row:
                 return lease, None
-            row = db.execute(f"SELECT {SESSION_COLUMNS} FROM session WHERE id = ?", (session_id,)).fetchone()
-            return lease, SessionRow(*row)
+            row = db.execute(
+                f"SELECT {SESSION_COLUMNS}, limits FROM session WHERE id = ?", (session_id,)
+            ).fetchone()
+            return lease, (SessionRow(*row[:-1]), row[-1])
 
         taken_over = [False]  # a holder that never released it (dead or expired): a takeover
         out = await self._run(tx_row)

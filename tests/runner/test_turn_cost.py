@@ -152,14 +152,14 @@ async def test_a_tool_turn_reads_back_nothing_the_runner_just_wrote(
     which calls its step committed, that a step for a context its own commit made has no attempts,
     and the session's caps once read. Before: 3 ``tool_calls``, 2 ``step_attempts`` and 3
     ``session_limits`` reads and a session-row read after the lease per turn (19 journal round trips
-    in all; 12 without those reads; 9 with the folds below)."""
+    in all; 12 without those reads; 8 with the folds below)."""
     calls, events, _ = await _list_dir_turn(tmp_path, mock, workspace)
     types = [e.type for e in events]
     assert types[-1] == "turn.completed" and types.count("tool.result") == 2
     assert calls["tool_calls"] == 0
     assert calls["step_attempts"] == 0
-    assert calls["session_limits"] == 1
-    assert calls["get_session"] == 0  # the row comes with the lease (lease_session)
+    assert calls["session_limits"] == 0  # the caps and the row come with the lease (lease_session)
+    assert calls["get_session"] == 0
     assert (calls["lease_session"], calls["acquire_lease"]) == (1, 0)
     assert calls["existing_tool_call_ids"] == 1
 

@@ -188,10 +188,12 @@ class LeaseMixin:
         pid: int | None = None,
         host: str | None = None,
         is_dead: Callable[[str | None, int | None], bool] | None = None,
-    ) -> tuple[Lease, SessionRow]:
-        """:meth:`acquire_lease`, then the session row (two statements: no saving here yet)."""
+    ) -> tuple[Lease, SessionRow, dict[str, Any]]:
+        """:meth:`acquire_lease`, then the session row and its own caps (three statements: no
+        saving here yet)."""
         lease = await self.acquire_lease(session_id, owner, ttl_s=ttl_s, pid=pid, host=host, is_dead=is_dead)
-        return lease, await self.get_session(session_id)
+        limits = await self.session_limits(session_id)  # type: ignore[attr-defined]  # UsageQueries
+        return lease, await self.get_session(session_id), limits
 
     async def renew_lease(self, session_id: str, lease: Lease, *, ttl_s: float) -> tuple[bool, bool]:
         """Extend one lease by ``ttl_s`` seconds. Returns ``(still_held, cancel_requested)``."""

@@ -132,12 +132,15 @@ async def test_a_commit_releases_its_own_lease(journal: Journal, h) -> None:
 
 async def test_lease_session_takes_the_lease_and_reads_the_row(journal: Journal, h) -> None:
     """``lease_session`` = ``acquire_lease`` + the row ``get_session`` would read next (the token
-    bumped, the holder recorded); a live holder still makes it busy."""
+    bumped, the holder recorded) + the session's own caps; a live holder still makes it busy."""
     row = await h.session()
-    lease, seen = await journal.lease_session(row.id, "w1", ttl_s=30)
-    assert lease.owner == "w1" and seen == await journal.get_session(row.id)
+    lease, seen, caps = await journal.lease_session(row.id, "w1", ttl_s=30)
+    assert lease.owner == "w1" and seen == await journal.get_session(row.id) and caps == {}
     assert (seen.lease_owner, seen.fencing_token, seen.last_seq) == ("w1", lease.token, row.last_seq)
     with pytest.raises(SessionBusy):
         await journal.lease_session(row.id, "w2", ttl_s=30)
     with pytest.raises(SessionNotFound):
         await journal.lease_session("nope", "w1", ttl_s=30)
+    await journal.set_session_limits(row.id, {"session_usd": 2.5})  # type: ignore[attr-defined]
+    await journal.release_lease(row.id, lease)
+    assert (await journal.lease_session(row.id, "w1", ttl_s=30))[2] == {"session_usd": 2.5}
