@@ -13,8 +13,8 @@ FINDINGS: dict[str, str] = {
 grows with history (incremental context digest and history check, no context reload per turn, requests sized
 by their new messages, tool schemas once per tool class); what is left is a constant cost per turn:
 
-- *Journal round trips*: the count is printed above (about nine per tool turn: the lease with the session row,
-  the caps, the accept, two `step.started`, the tool-id check, two step commits, the tool start + result). What
+- *Journal round trips*: the count is printed above (eight per tool turn: the lease with the session row and
+  caps, the accept, two `step.started`, the tool-id check, two step commits, the tool start + result). What
   the runner wrote is not read back (`Turn.open_calls`, `Turn.fresh_seq`, `Turn.limits` in `acagent/runner/_turn.py`), a quick
   read-only call commits its start with its result (`may_defer_start` in `acagent/runner/_tools.py`) and the
   completion commit gives the lease up (`ReleaseLease`). Each remaining transaction is a thread hop to
@@ -28,8 +28,8 @@ by their new messages, tool schemas once per tool class); what is left is a cons
 
 **Fixes.** (1) Run `durability="normal"` commits on the calling thread (figure 3, fix 1), removing the hop —
 the largest item left. (2) A step id that does not name a journal-assigned seq (or one the store fills in), so
-`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (3) Let
-`Journal.lease_session` (the lease and the session row in one hop) return the session's caps too, so a turn's
+`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (3) Fold the
+accept into `Journal.lease_session` (the lease, the session row and its caps in one hop already), so a turn's
 start is one round trip, not two.
 (4) Batch the transcript pump: drain the subscription and write once, one lock and one state check per batch.
 """,
@@ -100,7 +100,7 @@ count kept by the runners; `clean_value` decides a clean payload in one orjson p
 
 - the transcript pump (`TranscriptKeeper._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
   `acagent/store/_transcript.py`): `fcntl.flock`, `fstat` and `stat` per event lead the loop's own-time list;
-- five journal round trips per one-step turn (the lease with the session row, the caps, the accept,
+- four journal round trips per one-step turn (the lease with the session row and caps, the accept,
   `step.started`, the reply with `turn.completed` and the lease release), each a future, a queue `put` and a wake-up on the loop;
 - the journal writer thread (second profile): SQLite's `execute`, several statements per commit (each op is
   its own `UPDATE session` in `acagent/store/_sqlite_ops.py`: the accept's `SetTurn`, `SetCancel`,

@@ -249,7 +249,7 @@ def run(quick: bool) -> Figure:
     pre = stats(burst["to_request_ms"])
     fig.text.append(
         f"Burst, where the added latency sits: from the start to each session's model request p50 {pre.median:.0f} "
-        f"ms, p99 {pre.p99:.0f} ms (lease with the session row, caps, turn accepted, context, step row); the rest comes after the "
+        f"ms, p99 {pre.p99:.0f} ms (lease with the session row and caps, turn accepted, context, step row); the rest comes after the "
         "model answered (the reply commit with turn completion and lease release, transcript), queued behind every other "
         "session's work on the one event loop and the one journal writer thread. At "
         f"{burst['cpu_s'] * 1000 / n_live:.1f} ms of CPU per turn one process can finish at most "
