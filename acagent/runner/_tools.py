@@ -278,8 +278,12 @@ class ToolExecutor:
         finally:
             turn.running_calls.pop(row.tool_call_id, None)
         await turn.writer.flush()
-        # a start not committed yet rides in the result's transaction (one commit fewer)
-        first = ([], []) if start.committed.is_set() else (start.events, start.ops)
+        # A start not committed yet rides in the result's transaction (one commit fewer), without
+        # its status change: the session already waits on its tools, and a worker status change
+        # would make a pending cross-process cancel refuse the result of a call that did run.
+        first: tuple[list[Any], list[Any]] = ([], [])
+        if not start.committed.is_set():
+            first = (start.events, [op for op in start.ops if not isinstance(op, SetStatus)])
         if first[1]:
             row.status = "running"
         await self._finish(turn, turn_id, row, result, first=first)

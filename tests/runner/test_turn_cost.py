@@ -268,3 +268,45 @@ def test_a_request_is_sized_by_its_new_messages_only(monkeypatch: pytest.MonkeyP
     # a different history is sized in full, and right
     other = history[:10]
     assert est.request_bytes("sys", other) == len(b"sys") + sum(real(m) for m in other)
+
+
+async def test_a_quick_call_keeps_its_result_when_another_process_cancels_meanwhile(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """The folded start + result commit changes no status: a cross-process cancel flag set while
+    the call ran (a worker status change would be refused) still lets the result that happened be
+    recorded; the turn then ends cancelled."""
+    from pydantic import BaseModel
+
+    from acagent.tools import Tool, ToolResult, default_tools
+
+    box: dict[str, Any] = {}
+
+    class Args(BaseModel):
+        pass
+
+    class QuickRead(Tool):
+        name = "quick_read"
+        description = "Read quickly."
+        args_model = Args
+        idempotent = True
+        read_only = True
+
+        async def run(self, args: Any, ctx: Any) -> Any:
+            reg = box["reg"]
+            row = await reg.journal.get_session(ctx.session_id)
+            await reg.journal.set_cancel(ctx.session_id, True, turn_id=row.turn_id)  # as another process
+            return ToolResult("read")
+
+    mock.script(openai_tool_calls([("call_q", "quick_read", {})]), TextReply("never"))
+    tools = lambda: {**default_tools(), "quick_read": QuickRead()}  # noqa: E731
+    async with SessionRegistry.open(_settings(tmp_path / "home", mock), tools_factory=tools) as reg:
+        box["reg"] = reg
+        runner = await reg.get_runner((await reg.create_session(workspace)).id)
+        with anyio.fail_after(20):
+            await runner.run_turn("read")
+        events = await reg.journal.events(runner.session_id, 0)
+        status = (await reg.journal.get_session(runner.session_id)).status
+    results = [e.payload for e in events if e.type == "tool.result"]
+    assert [(r["status"], r["content"]) for r in results] == [("ok", "read")]
+    assert status == "cancelled" and events[-1].type in ("session.status", "turn.interrupted")
