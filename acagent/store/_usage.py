@@ -225,9 +225,14 @@ def query_totals(
     """
     where: list[str] = []
     args: list[Any] = []
-    if session_id is not None:  # the session's key range (m008), then its id (a num may be reused)
+    if session_id is not None and isinstance(db, sqlite3.Connection):
+        # SQLite (m008): the session's key range, then its id (a num may be reused). PostgreSQL
+        # runs this code through its bridge (store/pg/_bridge.py) on its own usage table.
         where.append(f"key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32 AND session_id = ?")
         args.extend((session_id, session_id, session_id))
+    elif session_id is not None:
+        where.append("session_id = ?")
+        args.append(session_id)
     if day is not None:
         where.append("day = ?")
         args.append(day)
@@ -308,12 +313,15 @@ class UsageQueries:
         """How many turns the session has started (``turn.started`` events)."""
 
         def q(db: sqlite3.Connection) -> int:
-            # one range of event_log's key (m007), filtered by type without decoding a payload
-            row = db.execute(
-                "SELECT COUNT(*) FROM session s JOIN event_log e ON e.key > (s.num << 32)"
-                " AND e.key <= (s.num << 32) + 4294967295 WHERE s.id = ? AND e.type = 'turn.started'",
-                (session_id,),
-            ).fetchone()
+            if isinstance(db, sqlite3.Connection):
+                # one range of event_log's key (m007), filtered by type without decoding a payload
+                sql = (
+                    "SELECT COUNT(*) FROM session s JOIN event_log e ON e.key > (s.num << 32)"
+                    " AND e.key <= (s.num << 32) + 4294967295 WHERE s.id = ? AND e.type = 'turn.started'"
+                )
+            else:  # PostgreSQL, through its bridge (store/pg/_bridge.py): its own event table
+                sql = "SELECT COUNT(*) FROM event WHERE session_id = ? AND type = 'turn.started'"
+            row = db.execute(sql, (session_id,)).fetchone()
             return int(row[0])
 
         return await self._run(q, read=True)  # type: ignore[no-any-return]
