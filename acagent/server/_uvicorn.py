@@ -41,7 +41,9 @@ def _http_protocol(limits: Limits, tracker: ConnectionTracker) -> type:
         {
             "error": {
                 "code": "bad_request",
-                "message": "malformed HTTP request (a Host header is required)",
+                # h11 does not say what was wrong; these are the usual causes.
+                "message": "malformed HTTP request: not HTTP/1.1, a bad request line, header or "
+                "Content-Length, or no Host header",
                 "detail": None,
             }
         }

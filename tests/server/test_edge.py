@@ -107,6 +107,24 @@ def test_malformed_requests_add_no_lines_to_the_log(start_daemon: Any) -> None:
     assert "Invalid HTTP request" not in text and "uvicorn" not in text.lower(), text[-4000:]
 
 
+def test_a_malformed_request_with_a_host_is_not_told_to_send_one(start_daemon: Any) -> None:
+    """Before: every request h11 could not parse got "malformed HTTP request (a Host header is
+    required)", also one that had a Host header and a broken Content-Length or request line."""
+    d = start_daemon()
+    host = f"Host: 127.0.0.1:{d.port}\r\n".encode()
+    for junk in (
+        b"POST /v1/sessions HTTP/1.1\r\n" + host + b"Content-Length: -5\r\n\r\n",
+        b"GET / HTTP/1.1 extra\r\n" + host + b"\r\n",
+    ):
+        s = _connect(d, junk)
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+        s.close()
+        assert answer.startswith(b"HTTP/1.1 400") and b'"bad_request"' in answer, answer[:200]
+        assert b"Host header is required" not in answer, answer
+
+
 def test_abandoned_streams_and_handshakes_log_no_traceback(start_daemon: Any, workspace: Path) -> None:
     d = start_daemon()
     sid = d.create(workspace)["id"]
