@@ -1,0 +1,38 @@
+"""The stored payload format is a file format: blobs written today decode the same forever.
+
+A raw-deflate payload inflated with another preset dictionary than the one it was written with
+decodes to wrong bytes without an error (no checksum), so an edit of ``_DICT_V1`` silently
+garbles every journal written before it. These blobs were written by the format-1 encoder; an
+edit of its dictionary fails here (a new dictionary takes a new format byte).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from acagent.store._payload import decode_payload, encode_payload
+
+GOLDEN_V1 = [
+    (
+        '{"turn_id":"turn_1","tool_call_id":"call_1","name":"shell","arguments":'
+        '{"command":"echo appended >> log.txt"}}',
+        "01c3103054c2ee2390385af244f1212223a42667e42b00b33c302c535314ecec1472f2d3f54a803ea8ad0500",
+    ),
+    (
+        '{"status":"waiting_tool","previous":"running","turn_id":"turn_1"}',
+        "01ab4678102d68b0061f9a6e43a55a00",
+    ),
+    (
+        '{"turn_id":"turn_1","text":"Appending the line now.","message":{"role":"assistant","parts":'
+        '[{"kind":"text","text":"Appending the line now."}]},"model":"openai:gpt-4o-mini"}',
+        "01c3103044d8e758000d0f85928c54859cccbc5485bcfc723da0028abc81cbd8dad85a1d78fc23c5b549be6e2e30252ad50200",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "blob"), GOLDEN_V1, ids=["tool.call", "session.status", "assistant.message"]
+)
+def test_format_1_blobs_decode_to_their_json_forever(text: str, blob: str) -> None:
+    assert decode_payload(bytes.fromhex(blob), "golden") == text.encode()
+    assert decode_payload(encode_payload(text), "now") == text.encode()
