@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-__all__ = ["pid_alive", "pid_is_dead", "proc_state"]
+__all__ = ["pid_alive", "pid_is_dead", "proc_state", "runs_acagent"]
 
 
 def proc_state(pid: int) -> str | None:
@@ -41,6 +41,16 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return proc_state(pid) not in ("Z", "X")
+
+
+def runs_acagent(pid: int) -> bool:
+    """False when ``pid`` (alive) was reused by an unrelated process (its command line lacks acagent)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return True
+    return not cmdline or b"acagent" in cmdline
 
 
 def pid_is_dead(host: str | None, pid: int | None) -> bool:

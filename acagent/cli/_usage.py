@@ -69,6 +69,9 @@ def usage_command(
 
         prices = PriceBook(settings.pricing)
 
+        from acagent.store._select import refuse_upgrade_under_older_daemon
+
+        refuse_upgrade_under_older_daemon(settings.home, settings.db_path)
         journal = await SqliteJournal.open(
             settings.db_path, durability=settings.durability, busy_timeout_ms=settings.timing.busy_timeout_ms
         )

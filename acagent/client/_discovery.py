@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from acagent._pids import pid_alive
+from acagent._pids import pid_alive, runs_acagent
 from acagent.errors import DaemonUnavailable
 
 __all__ = ["DaemonInfo", "DaemonUnavailable", "daemon_info", "read_token"]
@@ -35,16 +35,6 @@ class DaemonInfo:
         return "ws://" + self.url.split("://", 1)[1]
 
 
-def _runs_acagent(pid: int) -> bool:
-    """False when ``pid`` (alive) was reused by an unrelated process (its command line lacks acagent)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read()
-    except OSError:
-        return True
-    return not cmdline or b"acagent" in cmdline
-
-
 def daemon_info(home: Path) -> DaemonInfo | None:
     """The live daemon serving ``home``, or None (no ``daemon.json``, unreadable, or a dead pid)."""
     path = Path(home) / "daemon.json"
@@ -60,7 +50,7 @@ def daemon_info(home: Path) -> DaemonInfo | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return info if pid_alive(info.pid) and _runs_acagent(info.pid) else None
+    return info if pid_alive(info.pid) and runs_acagent(info.pid) else None
 
 
 def read_token(home: Path) -> str:

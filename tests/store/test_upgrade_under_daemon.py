@@ -1,0 +1,71 @@
+"""Upgrading the journal while an older daemon still serves it (version skew).
+
+Before: the first command of a newer acagent (even ``sessions list``) migrated the journal under
+a running older daemon; m007 made ``event`` a view, so from then on every write of that daemon
+failed ("cannot modify event because it is a view": 503 to every message, and ``acagent run``
+through it exited 1 with that line). Now the newer command refuses to migrate under a live
+daemon and says to stop it; once the daemon is gone it migrates.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from acagent.store import _migrations as migrations
+
+
+def _journal_before_m007(path: Path) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for fn in migrations.MIGRATIONS[:6]:
+        db.execute("BEGIN")
+        fn(db)
+        db.execute("INSERT INTO migrations VALUES (?, '2026-01-01T00:00:00Z')", (fn.__name__,))
+        db.execute("COMMIT")
+    db.execute(
+        "INSERT INTO session (id, cwd, status, created_at, updated_at, last_seq)"
+        " VALUES ('ses_old', '/w', 'done', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 1)"
+    )
+    db.execute(
+        "INSERT INTO event (session_id, seq, ts, type, payload)"
+        " VALUES ('ses_old', 1, '2026-01-01T00:00:00Z', 'session.created', '{\"cwd\":\"/w\"}')"
+    )
+    db.close()
+
+
+def _applied(path: Path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        return {row[0] for row in db.execute("SELECT name FROM migrations")}
+
+
+def test_no_migration_under_a_live_older_daemon(cli: Any, workspace: Path) -> None:
+    cli.home.mkdir(parents=True, exist_ok=True)
+    db_path = cli.home / "acagent.db"
+    _journal_before_m007(db_path)
+    # A live process whose command line names acagent stands for the older daemon.
+    older = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "acagent-serve"])
+    try:
+        (cli.home / "daemon.json").write_text(
+            json.dumps({"pid": older.pid, "host": "127.0.0.1", "port": 9, "url": "http://127.0.0.1:9"})
+        )
+        listed = cli("sessions", "list", "--all", cwd=workspace)
+        assert listed.returncode == 1, (listed.stdout, listed.stderr)
+        assert listed.stderr.splitlines() == [
+            f"acagent: error: the daemon serving {str(cli.home)!r} (pid {older.pid}) is an older acagent: "
+            f"this one would upgrade the journal ({', '.join(fn.__name__ for fn in migrations.MIGRATIONS[6:])}) "
+            "and that daemon could not write after it; stop it (`acagent serve --stop`), then run this "
+            "again [journal_error]"
+        ]
+        assert "m007_compact_journal" not in _applied(db_path)  # the older daemon can still write
+    finally:
+        older.kill()
+        older.wait()
+    listed = cli("sessions", "list", "--all", "--json", cwd=workspace, check=True)
+    assert [s["id"] for s in json.loads(listed.stdout)] == ["ses_old"]
+    assert "m007_compact_journal" in _applied(db_path)
