@@ -238,10 +238,12 @@ def _outcome(event: Any, refused: list[dict[str, Any]]) -> tuple[int, str | None
         what = p.get("command") or p.get("question") or p.get("name")
         from acagent.render import safe_text
 
-        return (
-            EXIT_NO_TERMINAL,
-            f"{NO_TERMINAL_NOTE} ({p.get('name')} needed approval: {safe_text(str(what)).text!r})",
-        )
+        safe = safe_text(str(what))
+        # Escaped once (a repr of the escaped text doubled every backslash); a line break shows as
+        # \n so the message stays one line.
+        shown = "'" + safe.text.replace("\n", "\\n") + "'"
+        note = f"; {safe.warning}" if safe.warning else ""
+        return EXIT_NO_TERMINAL, f"{NO_TERMINAL_NOTE} ({p.get('name')} needed approval: {shown}{note})"
     if event is None:
         return 1, "error: the turn ended without an end event"
     if event.type == "turn.completed":

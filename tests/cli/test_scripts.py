@@ -33,6 +33,23 @@ def test_prompt_from_stdin(cli: Any, mock: MockProvider, workspace: Path) -> Non
     assert r.returncode == 2 and "stdin held no prompt" in r.stderr
 
 
+def test_no_terminal_line_escapes_a_hostile_command_once(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
+    """Before: the command was the repr of its escaped form, so ESC showed as ``\\x1b`` (two
+    backslashes) and nothing said that characters were hidden."""
+    command = "echo hi\x1b[2J\nrm -rf ~ #\u202eevil"
+    mock.script(openai_tool_calls([("call_1", "shell", {"command": command})]))
+    args = ["run", "--model", "openai:mock", "--base-url", mock.openai_base_url, "go"]
+    r = _run(cli, *args, cwd=workspace, stdin="")
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert r.stderr.splitlines() == [
+        "acagent: no terminal to ask: pass --yes or add an allow rule (shell needed approval: "
+        "'echo hi\\x1b[2J\\nrm -rf ~ #\\u202eevil'; ⚠ hidden characters shown escaped: 1 control, "
+        "1 bidi control)"
+    ]
+
+
 def test_no_terminal_and_no_yes_exits_3_and_runs_nothing(
     cli: Any, mock: MockProvider, workspace: Path
 ) -> None:
