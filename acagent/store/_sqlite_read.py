@@ -44,7 +44,8 @@ def _events(session_id: str, rows: list[Any]) -> list[Event]:
     """Events of ``event_log`` rows ``(key, ts, type, payload)`` (keys of one session).
 
     Raises:
-        JournalError: a stored payload does not decode (names the session and seq).
+        JournalError: a stored payload does not decode or is not a JSON object (names the
+            session and seq).
     """
     out = []
     for key, ts, typ, stored in rows:
@@ -55,6 +56,11 @@ def _events(session_id: str, rows: list[Any]) -> list[Event]:
             raise JournalError(
                 f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})"
             ) from exc
+        if not isinstance(payload, dict):  # a damaged row that still parses ([1,2], 42, "x")
+            raise JournalError(
+                f"session {session_id!r} event {seq}: stored payload is not a JSON object"
+                f" (a {type(payload).__name__})"
+            )
         out.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload))
     return out
 

@@ -8,8 +8,13 @@ edit of its dictionary fails here (a new dictionary takes a new format byte).
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 
+from acagent.errors import JournalError
+from acagent.store import SqliteJournal
 from acagent.store._payload import decode_payload, encode_payload
 
 GOLDEN_V1 = [
@@ -36,3 +41,33 @@ GOLDEN_V1 = [
 def test_format_1_blobs_decode_to_their_json_forever(text: str, blob: str) -> None:
     assert decode_payload(bytes.fromhex(blob), "golden") == text.encode()
     assert decode_payload(encode_payload(text), "now") == text.encode()
+
+
+@pytest.mark.anyio
+async def test_a_stored_payload_that_is_json_but_not_an_object_is_one_clear_error(tmp_path: Path) -> None:
+    """Before: a payload that parses to a list, a number or a string (a damaged TEXT row) raised a
+    pydantic ValidationError or a TypeError: a traceback in ``sessions show``, and ``export``
+    named no seq."""
+    path = tmp_path / "a.db"
+    j = await SqliteJournal.open(path)
+    try:
+        row, _ = await j.create_session(cwd="/w", model=None, title=None)
+        db = sqlite3.connect(path)
+        key = db.execute("SELECT key FROM event_log WHERE key & 4294967295 = 1").fetchone()[0]
+        for damaged in (
+            "[1,2]",
+            "42",
+            '"text"',
+            "null",
+            encode_payload('"a longer string that compresses' + " x" * 40 + '"'),
+        ):
+            with db:
+                db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (damaged, key))
+            with pytest.raises(JournalError) as err:
+                await j.events(row.id)
+            assert err.value.message.startswith(
+                f"session {row.id!r} event 1: stored payload is not a JSON object"
+            )
+        db.close()
+    finally:
+        await j.aclose()
