@@ -185,6 +185,12 @@ _UNPRICED_SUMS = (
     " COALESCE(SUM(CASE WHEN cost_usd IS NULL THEN output_tokens END), 0)"
 )
 
+def _is_sqlite(db: object) -> bool:
+    """True for the SQLite journal's connection; False for PostgreSQL's bridge (store/pg/_bridge.py),
+    which runs the same query code on its own tables (no ``key`` columns)."""
+    return isinstance(db, sqlite3.Connection)
+
+
 _NUM = "(SELECT num FROM session WHERE id = ?)"
 
 Pricer = Callable[[str, int, int, int], "float | None"]
@@ -225,7 +231,7 @@ def query_totals(
     """
     where: list[str] = []
     args: list[Any] = []
-    if session_id is not None and isinstance(db, sqlite3.Connection):
+    if session_id is not None and _is_sqlite(db):
         # SQLite (m008): the session's key range, then its id (a num may be reused). PostgreSQL
         # runs this code through its bridge (store/pg/_bridge.py) on its own usage table.
         where.append(f"key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32 AND session_id = ?")
@@ -313,7 +319,7 @@ class UsageQueries:
         """How many turns the session has started (``turn.started`` events)."""
 
         def q(db: sqlite3.Connection) -> int:
-            if isinstance(db, sqlite3.Connection):
+            if _is_sqlite(db):
                 # one range of event_log's key (m007), filtered by type without decoding a payload
                 sql = (
                     "SELECT COUNT(*) FROM session s JOIN event_log e ON e.key > (s.num << 32)"
