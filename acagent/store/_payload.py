@@ -73,6 +73,8 @@ def decode_payload(stored: str | bytes, where: str) -> bytes | str:
     """
     if isinstance(stored, str):
         return stored
+    if not isinstance(stored, bytes):  # a damaged row of another storage class (INTEGER, REAL)
+        raise JournalError(f"{where}: stored payload is a {type(stored).__name__}, not JSON text or a blob")
     if not stored or stored[0] != FORMAT_DEFLATE_V1:
         fmt = stored[0] if stored else None
         raise JournalError(

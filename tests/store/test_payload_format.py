@@ -68,6 +68,12 @@ async def test_a_stored_payload_that_is_json_but_not_an_object_is_one_clear_erro
             assert err.value.message.startswith(
                 f"session {row.id!r} event 1: stored payload is not a JSON object"
             )
+        for wrong_class in (42, 4.5):  # a damaged row of another SQLite storage class
+            with db:
+                db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (wrong_class, key))
+            with pytest.raises(JournalError) as err:
+                await j.events(row.id)
+            assert err.value.message.startswith(f"session {row.id!r} event 1: stored payload is a ")
         db.close()
     finally:
         await j.aclose()
