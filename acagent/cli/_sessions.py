@@ -12,7 +12,7 @@ import typer
 
 from acagent.cli._app import app, fail, sessions_app
 from acagent.cli._common import build_settings, current_dir, run_async
-from acagent.errors import AcagentError
+from acagent.errors import AcagentError, JournalError
 
 __all__ = [
     "archive_command",
@@ -231,7 +231,15 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
             # allocation fails: probe for room for the next page first, so running out of memory
             # is a MemoryError here, at a point where it can be reported.
             _reserve(max(EXPORT_HEADROOM_BYTES, 4 * biggest))
-            page = await journal.events(row.id, since, limit=EXPORT_PAGE_EVENTS)
+            try:
+                page = await journal.events(row.id, since, limit=EXPORT_PAGE_EVENTS)
+            except JournalError:
+                if since >= row.last_seq:  # not a damaged event of this session: the journal itself
+                    raise
+                page = await _around_damage(journal, row.id, since, done)
+                if page is None:  # the event after `since` is unreadable: reported, skipped
+                    since += 1
+                    continue
             if not page:
                 break
             size = 0
@@ -246,6 +254,14 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
 
     try:
         run_async(lambda: _with_journal(settings, go))
+        if done.get("skipped"):
+            seqs = ", ".join(str(q) for q in done["skipped"][:20]) + (
+                " …" if len(done["skipped"]) > 20 else ""
+            )
+            fail(
+                f"export of session {done['id']!r}: {len(done['skipped'])} unreadable event(s) skipped"
+                f" (seq {seqs}); the other {done['events']} events were exported"
+            )
     except (SystemExit, KeyboardInterrupt, typer.Exit):  # typer.Exit: run_async already said it
         raise
     except BaseException as exc:
@@ -259,6 +275,30 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
         fail(
             f"export of session {done['id']!r} failed after {done['events']} events: {type(exc).__name__}: {exc}"
         )
+
+
+async def _around_damage(journal: Any, session_id: str, since: int, done: dict[str, Any]) -> list[Any] | None:
+    """Read the page after ``since`` one event at a time, because one of them does not decode.
+
+    Returns the events readable before the damaged one (an empty list only if the session ended),
+    or None when the event right after ``since`` is the damaged one: it is named on stderr and
+    recorded in ``done["skipped"]``, and the export goes on after it (seqs are gapless, so
+    ``since + 1`` is that event).
+    """
+    good: list[Any] = []
+    for _ in range(EXPORT_PAGE_EVENTS):
+        try:
+            one = await journal.events(session_id, since + len(good), limit=1)
+        except JournalError as err:
+            if good:
+                return good
+            sys.stderr.write(f"acagent: warning: {err.message}; skipped\n")
+            done.setdefault("skipped", []).append(since + 1)
+            return None
+        if not one:
+            return good
+        good.extend(one)
+    return good
 
 
 @app.command("import")

@@ -122,6 +122,8 @@ def model_id_problem(model_id: str) -> str | None:
     The settings loader checks a configured ``model`` with it, so a bad id is a config error
     naming its file and line (or variable) in every command, not a failure of the first turn.
     """
+    if any(ch < " " or ch == "\x7f" for ch in model_id):  # it is printed, logged, sent as a header
+        return f"invalid model id {model_id!r}: it contains control characters"
     provider, model, target = _parse(model_id)
     if target is not None:
         return None

@@ -112,7 +112,7 @@ def _add_turns(app: FastAPI, state: DaemonState) -> None:
     async def post_message(
         session_id: str,
         body: Annotated[PostMessage, Body()],
-        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+        idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
         """Start a turn. Policy when a turn already runs: reject with 409 ``session_busy``.
 
@@ -130,7 +130,7 @@ def _add_turns(app: FastAPI, state: DaemonState) -> None:
     async def cancel(
         session_id: str,
         body: Annotated[CancelTurn | None, Body()] = None,
-        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+        idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
         """Cancel the running turn (from any state; ``turn_id``: only that turn, never a later
         one); the session ends ``cancelled``."""
@@ -147,7 +147,7 @@ def _add_turns(app: FastAPI, state: DaemonState) -> None:
         session_id: str,
         tool_call_id: str,
         body: Annotated[ApprovalAnswer, Body()],
-        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+        idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
         """Record a decision. 404 for an unknown or already-resolved approval (detail names the winner)."""
         body_in = {"tool_call_id": tool_call_id, "decision": body.decision, "answer": body.answer}

@@ -87,6 +87,8 @@ def decode_payload(stored: str | bytes, where: str) -> bytes | str:
         raise JournalError(f"{where}: stored payload is corrupt ({exc})") from exc
     if not z.eof:
         raise JournalError(f"{where}: stored payload is corrupt (truncated)")
+    if z.unused_data:  # bytes after the end of the stream: not something this format writes
+        raise JournalError(f"{where}: stored payload is corrupt ({len(z.unused_data)} bytes after its end)")
     return out
 
 

@@ -56,6 +56,10 @@ BAD = [
         'model = "gpt-4o"\n',
         ['model = "gpt-4o"', "line 1", "expected PROVIDER:MODEL"],
     ),
+    (  # before: accepted, and printed raw by doctor
+        'model = "openai:a\\nb"\n',
+        ['model = "openai:a\\nb"', "line 1", "control characters"],
+    ),
     (  # before: exit 1, printed twice, no file or line; the password stays masked
         'journal = "mysql://u:hunter2@db/x"\n',
         ['journal = "mysql://u:***@db/x"', "line 1", "not a postgresql:// URL"],

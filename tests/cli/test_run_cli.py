@@ -324,3 +324,31 @@ def test_import_of_a_hostile_session_id_stays_in_the_sessions_dir(
     assert row["id"].startswith("ses_") and row["id"] != bad_id and row["id"] in r.stdout
     written = [p for p in tmp_path.rglob("*.jsonl") if p != source]
     assert written == [next((cli.home / "sessions").rglob(f"{row['id']}.jsonl"))], written
+
+
+def test_export_skips_an_unreadable_event_and_exports_the_rest(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
+    """Before: a corrupt stored payload at seq N ended the export there (events after N were
+    lost to it). Now that event is named on stderr, the rest is exported, and the exit is 1."""
+    import sqlite3
+
+    mock.script(TextReply("one"), TextReply("two"))
+    base = ["--model", "openai:mock", "--base-url", mock.openai_base_url]
+    cli("run", *base, "first", cwd=workspace, check=True)
+    sid = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)[0]["id"]
+    cli("run", "--resume", sid, *base, "second", cwd=workspace, check=True)
+    whole = [json.loads(line) for line in cli("export", sid, check=True).stdout.splitlines()]
+    bad = next(e["seq"] for e in whole if e["type"] == "user.message" and e["payload"]["text"] == "first")
+    db = sqlite3.connect(cli.home / "acagent.db")
+    with db:
+        (num,) = db.execute("SELECT num FROM session WHERE id = ?", (sid,)).fetchone()
+        db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (b"\x01\xff\xfe\xfd", (num << 32) | bad))
+    db.close()
+    r = cli("export", sid)
+    assert r.returncode == 1
+    got = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["seq"] for e in got] == [e["seq"] for e in whole if e["seq"] != bad]
+    assert got == [e for e in whole if e["seq"] != bad]
+    assert f"event {bad}" in r.stderr and "skipped" in r.stderr and "Traceback" not in r.stderr
+    assert f"1 unreadable event(s) skipped (seq {bad})" in r.stderr.splitlines()[-1]

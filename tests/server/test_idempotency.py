@@ -134,3 +134,13 @@ async def test_the_client_retries_a_lost_answer_without_a_second_turn(
     assert _user_messages(d, sid) == ["say hello"]
     started = [e for e in d.events(sid) if e["type"] == "turn.started"]
     assert [e["payload"]["turn_id"] for e in started] == [turn_id]
+
+
+def test_an_empty_key_is_refused_not_shared(start_daemon: Any, workspace: Path) -> None:
+    """Before: ``Idempotency-Key: ""`` was a key like any other, so every client sending an empty
+    header shared one answer. A key is a non-empty string (the IETF draft's sf-string)."""
+    d = start_daemon("--yes")
+    sid = d.create(workspace)["id"]
+    r = d.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say x"}, headers={"Idempotency-Key": ""})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "bad_request", r.text
+    assert _user_messages(d, sid) == []

@@ -77,3 +77,11 @@ async def test_a_stored_payload_that_is_json_but_not_an_object_is_one_clear_erro
         db.close()
     finally:
         await j.aclose()
+
+
+def test_bytes_after_the_end_of_a_compressed_payload_are_corruption() -> None:
+    """Before: trailing bytes after the deflate stream were ignored silently."""
+    blob = encode_payload('{"text":"' + "a fairly long payload that compresses well " * 4 + '"}')
+    assert isinstance(blob, bytes)
+    with pytest.raises(JournalError, match=r"corrupt \(3 bytes after its end\)"):
+        decode_payload(blob + b"xyz", "session 's' event 7")
