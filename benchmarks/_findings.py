@@ -67,7 +67,7 @@ but an event would no longer decode on its own); (3) `tool_call` the way of `ste
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** Two costs, both visible in the table and the two-thread profile above.
 
-- *The thread hop*: `SqliteJournal._run()` (`acagent/store/_journal.py`) sends every transaction to aiosqlite's
+- *The thread hop*: `SqliteJournal._run()` (`acagent/store/_sqlite.py`) sends every transaction to aiosqlite's
   worker thread (queue `put` → worker wakes → `call_soon_threadsafe` writes the self-pipe → the event loop wakes).
   The "aiosqlite NORMAL" row — the raw commit through the same hop — is already ~3× the raw commit on its own, so
   no design that hops once per commit can meet ≤ 3×. In the writer thread's profile `socket.send` (the self-pipe
@@ -75,6 +75,11 @@ but an event would no longer decode on its own); (3) `tool_call` the way of `ste
 - *The transaction*: `SqliteJournal.commit()`'s `tx` runs five statements (BEGIN IMMEDIATE, SELECT of the session
   row for `last_seq`/fencing token/status, INSERT, UPDATE session, COMMIT) and builds an `Event` per row; the
   "no hop" row measures it alone.
+- *An idle machine makes the hop slower*: this is a virtual machine, and a thread woken on a halted vCPU waits for
+  the host to run it. The same commit loop (2,000 single-event commits, `SqliteJournal.commit`) measured 112–173 µs
+  per commit while other work kept both vCPUs busy and 423–539 µs a few minutes later on the idle machine, for the
+  code before this wave (b9b4de1) and after it alike, so the ratio of this row moves with the machine's idleness
+  more than with the code.
 
 **Fixes.** (1) Run `durability="normal"` commits inline on the event-loop thread with a stdlib connection (a
 20–40 µs WAL append blocks the loop for less than the hop costs) or batch commits from all sessions into one
@@ -141,30 +146,26 @@ escape-heavy fragments). The next step would be to map the events one read of th
 one argument delta per call for them.
 """,
     "one-shot CPU ≤ Codex's": """
-**Finding (section P).** Sampled on CPU time (`ITIMER_PROF`, 6 runs of `acagent run --yes --json` against the
-mock, every thread's stack) and timed per phase, what is left is still start-up, not the turn: the phase before
-the command's event loop starts (typer, argv parsing, settings) is about half of the process's CPU, opening the
-session (runner, store, tools and MCP imports, the journal) a quarter, the turn and exit the rest — much of that in
-worker threads (httpx's import and client, SQLite). Already done: the collector is held off while start-up builds
-its long-lived objects (`acagent/_entry.py` `settled`), the event payload models are built per type on first use
-(`acagent/_payloads.py`), tomllib loads only with a config file. What remains, by owner:
+**Finding (section P).** Sampled with py-spy (every thread, 8 runs of `acagent run --yes --json` against the
+mock) and timed per phase (`acagent/_entry.py settled`, once the session is open): about 75 % of the process's CPU
+is start-up — importing and building classes — and the turn with its exit the rest, much of that in worker threads
+(httpx's import and client, SQLite). Done: the collector is held off while start-up builds its long-lived objects
+(`settled`), event payload models are built per type on first use (`acagent/_payloads.py`), tomllib loads only
+with a config file, pydantic's plugin scan of every distribution's entry points is off (`PYDANTIC_DISABLE_PLUGINS`,
+`_entry.py`), a built-in provider is found without package metadata (`runner/_sdk.py`), and a plain-http endpoint
+builds no TLS context. What is left, in CPU per one-shot run on this machine:
 
-- pydantic itself, the largest item: `acagent/messages.py`, `acagent/tools/_base.py` and the providers use models,
-  so the one-shot path pays pydantic's import, its first-use imports (`pydantic.types`, `annotated_types`,
-  `json_schema`) and its plugin loader (`pydantic/plugin/_loader.py get_plugins`: `importlib.metadata`, with
-  `email`, `zipfile`, `csv`, and a scan of every installed distribution's entry points) — whoever builds a schema
-  first pays it (typer's per-parameter `TypeAdapter`s in `typer/_adapters.py`, then `acagent/settings.py`); once
-  it is paid, typer's adapters for `run` cost about a millisecond;
-- `@dataclass(frozen=True)` code generation (`dataclasses._create_fn` `exec`s six methods per class; ~1 ms a
-  class): `store/_ops.py`, `providers/_base.py`, `store/_rows.py`; `repr=False, eq=False` saves only a fifth of it;
-- `acagent/runner/_sdk.py` `_import_sdk` calls `providers/_registry.py _targets()`, which scans the entry points
-  again (a second `importlib.metadata` scan) even for a built-in provider;
-- httpx's import and `AsyncClient` (`providers/_http.py _make_client`, in a worker thread).
+- `@dataclass` code generation, ~65 ms in all (`dataclasses._process_class`; Python 3.11 `exec`s each generated
+  method apart): acagent's 49 classes ~28 ms (`store/_ops.py`, `providers/_base.py`, `store/_rows.py`), pydantic's
+  own ~15 ms, anyio's ~7 ms, annotated_types' ~6 ms;
+- pydantic: its import and first-use imports (~60 ms before the first model) and 36 models (~28 ms:
+  `acagent/settings.py` 7 ms, `acagent/_payloads.py` 7.5 ms, `acagent/messages.py` 3 ms);
+- typer and click (~25 ms), httpx and httpcore (~35 ms in a worker thread), asyncio and anyio (~25 ms).
 
-**Fixes.** (1) Keep pydantic off the one-shot path (plain classes validated at the edges for messages and tool
-arguments), or at least skip its plugin scan. (2) Plain `__slots__` classes for the store ops, rows and provider
-stream types. (3) Resolve a built-in provider from `_BUILTIN` in `_import_sdk`, as `_parse` does. (4) A lighter HTTP
-client for the wire adapters.
+**Fixes.** (1) Plain `__slots__` classes for the store ops, rows and provider stream types (most of acagent's
+28 ms). (2) Keep pydantic off the one-shot path (plain classes validated at the edges for messages, tool arguments
+and settings). (3) A lighter HTTP client for the wire adapters. Each is a few per cent of the run; the ratio is
+within ~5 % of parity.
 """,
     "`acagent --help`": """
 **Finding (figure 6).** `acagent --help` spends its time importing and formatting, not in acagent:
