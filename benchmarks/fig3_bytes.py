@@ -7,7 +7,8 @@ its WAL and WAL checkpoints, the JSONL transcript, acagent's context checkpoints
 max(5, history / 2) consecutive turns so periodic work (WAL checkpoints, context checkpoints) is amortised as
 it is in a real session. The anchor is the turn's own events: the bytes of their JSONL envelopes,
 context checkpoints excluded. Journal transactions per turn are counted by wrapping the journal's
-``commit``/``commit_unfenced`` and, apart, its lease taking and release (benchmark-only).
+``commit``/``commit_unfenced`` and, apart, its lease taking (``acquire_lease``, ``lease_session``) and release
+(benchmark-only).
 
 The texts are realistic: every user message, reply and tool argument is a different slice of real
 prose and code (``scripted_factory(vary=True)``, ``user_text``), because the journal compresses
@@ -58,6 +59,7 @@ async def _measure(lengths: list[int], per_point: int) -> list[dict[str, Any]]:
                 ("commit", commits),
                 ("commit_unfenced", commits),
                 ("acquire_lease", leases),
+                ("lease_session", leases),  # a turn's lease + session row in one transaction
                 ("release_lease", leases),
             ):
                 setattr(journal, name, _counting(getattr(journal, name), box))
