@@ -169,7 +169,7 @@ class OpenAIStreamedResponse(BaseStreamedResponse):
         template, text = self._template, None
         if template is not None:
             text = template.match(data)
-            if text is not None:
+            if text:  # "" is no fragment: the general path maps it to nothing (no empty delta)
                 fast = self._next_fragment(self._template_index, text)
                 if fast is not None:
                     return fast
