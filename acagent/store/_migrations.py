@@ -10,6 +10,8 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from acagent.errors import JournalError
+
 __all__ = ["MIGRATIONS", "migrate"]
 
 
@@ -274,9 +276,20 @@ def migrate(db: sqlite3.Connection) -> list[str]:
 
     Returns:
         Names of the migrations applied now.
+
+    Raises:
+        JournalError: the journal records a migration this code does not know (a newer acagent
+            changed its layout: reading it as the current one would fail on the first changed row).
     """
     db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     done = {row[0] for row in db.execute("SELECT name FROM migrations")}
+    unknown = sorted(done - {fn.__name__ for fn in MIGRATIONS})
+    if unknown:
+        path = db.execute("PRAGMA database_list").fetchone()[2]
+        raise JournalError(
+            f"{path!r} was upgraded by a newer acagent (migration {', '.join(unknown)}, unknown to "
+            "this one): run that newer acagent, or open another ACAGENT_HOME"
+        )
     applied = []
     for fn in MIGRATIONS:
         if fn.__name__ in done:

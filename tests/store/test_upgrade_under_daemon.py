@@ -69,3 +69,22 @@ def test_no_migration_under_a_live_older_daemon(cli: Any, workspace: Path) -> No
     listed = cli("sessions", "list", "--all", "--json", cwd=workspace, check=True)
     assert [s["id"] for s in json.loads(listed.stdout)] == ["ses_old"]
     assert "m007_compact_journal" in _applied(db_path)
+
+
+def test_a_journal_upgraded_by_a_newer_acagent_is_refused_in_one_line(cli: Any, workspace: Path) -> None:
+    """A downgrade: the journal records a migration this acagent does not know (a newer one
+    changed the layout). Before, it was opened as if current and the first read of the changed
+    layout was a traceback (the b9b4de1 code on today's journal: ``orjson.JSONDecodeError`` in
+    ``sessions show``); now every command refuses it in one line and changes nothing."""
+    cli("sessions", "list", "--all", cwd=workspace, check=True)  # creates the current journal
+    db_path = cli.home / "acagent.db"
+    with sqlite3.connect(db_path) as db:
+        db.execute("INSERT INTO migrations VALUES ('m999_from_the_future', '2027-01-01T00:00:00Z')")
+    listed = cli("sessions", "list", "--all", cwd=workspace)
+    assert listed.returncode == 1, (listed.stdout, listed.stderr)
+    assert listed.stderr.splitlines() == [
+        f"acagent: error: {str(db_path)!r} was upgraded by a newer acagent (migration "
+        "m999_from_the_future, unknown to this one): run that newer acagent, or open another "
+        "ACAGENT_HOME [journal_error]"
+    ]
+    assert "Traceback" not in listed.stderr
