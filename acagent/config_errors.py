@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,7 @@ def config_error(
     in_file: Mapping[str, Any],
     prefix: Sequence[Any] = (),
     sources: Mapping[str, str] | None = None,
+    top_keys: Collection[str] = (),
 ) -> ConfigError:
     """The one-line :class:`ConfigError` for ``exc`` (module docstring).
 
@@ -135,6 +136,8 @@ def config_error(
         prefix: the location of the validated table inside the file (``("mcp",)``).
         sources: first key name → where its value came from when not the file
             (``{"timing": "ACAGENT_TIMING_LEASE_TTL_S"}``).
+        top_keys: the file's top-level keys: one refused inside a table was written below a
+            ``[table]`` header (TOML puts it in that table), and the line says so.
     """
     first = exc.errors(include_url=False)[0]
     loc = [*prefix, *first["loc"]]
@@ -148,6 +151,8 @@ def config_error(
         where = f" in {str(path)!r}" + (f" line {line}" if line is not None else "")
     reason = str(first["msg"]).removeprefix("Value error, ")
     shown = f" = {_show(first['input'])}" if first.get("type") != "missing" else " (missing)"
+    if first.get("type") == "extra_forbidden" and len(loc) > 1 and loc[-1] in top_keys:
+        reason += f"; {loc[-1]!r} is a top-level key: move it above the first [table] header"
     if loc and loc[-1] == "[key]":  # pydantic's marker for a refused dict key: name the key itself
         loc, shown, reason = loc[:-1], "", f"unknown key ({reason})"
     return ConfigError(

@@ -316,5 +316,9 @@ def load_settings(
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise config_error(
-            exc, path=cfg_path if in_file else None, in_file=in_file, sources=sources
+            exc,
+            path=cfg_path if in_file else None,
+            in_file=in_file,
+            sources=sources,
+            top_keys=Settings.model_fields,
         ) from None

@@ -76,6 +76,15 @@ BAD = [
         "[context]\ncompact_at = 7\n",
         ["[context].compact_at = 7", "line 2", "less than or equal to 1"],
     ),
+    (  # a top-level key written below a table is that table's key (TOML): say so
+        '[context]\ncompact_at = 0.5\n\njournal = "postgresql://db/x"\n',
+        [
+            '[context].journal = "postgresql://db/x"',
+            "line 4",
+            "not permitted",
+            "'journal' is a top-level key: move it above the first [table] header",
+        ],
+    ),
     (
         "no_such_key = 1\n",
         ["no_such_key = 1", "line 1", "not permitted"],
