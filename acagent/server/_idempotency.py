@@ -14,7 +14,8 @@ message as accepted that was never applied.
 
 In a cluster (PostgreSQL) the journal's inbox rows give the same guarantee across daemons
 (:mod:`acagent.server._inbox`); this cache is the single-daemon path. Keys live in memory for
-``idempotency_ttl_s`` (at most ``idempotency_keys`` of them, oldest dropped first): a retry
+``idempotency_ttl_s`` (at most ``idempotency_keys`` answered ones, oldest dropped first; a key
+still in flight is never dropped for a newer one): a retry
 after the daemon restarted is re-applied, which for a message means a 409 while the recovered
 turn runs. Both bounds are daemon limits (:class:`~acagent.server._limits.Limits`).
 """
@@ -47,7 +48,8 @@ class IdempotencyCache:
     """First answers by ``(session_id, kind, key)``.
 
     Args:
-        max_keys: how many keys are kept (the oldest is dropped beyond it).
+        max_keys: how many answered keys are kept (the oldest is dropped beyond it; keys in
+            flight are kept too).
         ttl_s: how long a key is kept, seconds.
     """
 
@@ -90,8 +92,7 @@ class IdempotencyCache:
             # the first attempt failed and was forgotten: apply it now (loop: another may have)
         entry = _Entry(time.monotonic() + self.ttl_s, body)
         self._entries[scope] = entry
-        while len(self._entries) > self.max_keys:
-            self._entries.popitem(last=False)
+        self._drop_oldest_done()
         try:
             entry.answer = await fn()
         except BaseException:
@@ -101,6 +102,16 @@ class IdempotencyCache:
         finally:
             entry.done.set()
         return dict(entry.answer)
+
+    def _drop_oldest_done(self) -> None:
+        """Drop the oldest answered keys beyond ``max_keys``. A key still in flight is kept (moved
+        to the newest end): dropping it would let its retry apply the request a second time."""
+        for _ in range(len(self._entries)):
+            if len(self._entries) <= self.max_keys:
+                return
+            scope, entry = self._entries.popitem(last=False)
+            if not entry.done.is_set():
+                self._entries[scope] = entry
 
     def _expire(self, now: float) -> None:
         while self._entries:

@@ -71,6 +71,40 @@ async def test_a_failed_first_request_is_not_kept_and_old_keys_are_dropped() -> 
     assert len(expired) == 1
 
 
+async def test_a_key_still_in_flight_is_not_dropped_by_newer_keys() -> None:
+    """Before: more new keys than ``max_keys`` during one slow first request dropped its entry,
+    and its retry applied the request a second time (a second turn, or a 409 for its own)."""
+    cache = IdempotencyCache(max_keys=2, ttl_s=60)
+    calls: list[str] = []
+    release = anyio.Event()
+
+    async def slow() -> dict[str, Any]:
+        calls.append("slow")
+        await release.wait()
+        return {"turn_id": "turn_slow"}
+
+    async def quick() -> dict[str, Any]:
+        calls.append("quick")
+        return {"turn_id": "turn_quick"}
+
+    answers: list[dict[str, Any]] = []
+
+    async def first_and_retry() -> None:
+        answers.append(await cache.apply(("s", "message", "slow"), slow, "hi"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first_and_retry)
+        await anyio.sleep(0.01)
+        for key in ("a", "b", "c"):
+            await cache.apply(("s", "message", key), quick, key)
+        tg.start_soon(first_and_retry)  # the retry of the slow one
+        await anyio.sleep(0.01)
+        release.set()
+    assert calls.count("slow") == 1
+    assert answers == [{"turn_id": "turn_slow"}] * 2
+    assert len(cache) == 2
+
+
 async def test_a_key_reused_with_another_body_is_refused_not_answered() -> None:
     """A message with another text (or an approval of another tool call) under a key already
     used is refused (IETF draft: 422); the first answer stays for true retries."""
