@@ -215,8 +215,9 @@ def _cut_or_fail(
     keep = 0 if reason in ("overflow", "manual") else int(window.context_window * keep_recent)
     cut = choose_cut(messages, sizes, keep)
     if cut is None:
+        which = "last turn" if reason == "manual" else "current turn"  # a manual one runs between turns
         raise CompactionFailed(
-            f"the context ({tokens_before} tokens, estimated) is all the current turn: nothing older to "
+            f"the context ({tokens_before} tokens, estimated) is all the {which}: nothing older to "
             f"summarise within the {window.context_window}-token window of {model}",
             detail={
                 "tokens": tokens_before,

@@ -56,7 +56,7 @@ def test_compact_of_an_empty_session_is_refused_at_once_and_a_late_failure_is_in
     failure = d.wait_event(
         sid, lambda e: e["type"] == "error" and e["payload"]["code"] == "context_too_large"
     )
-    assert "nothing older" in failure["payload"]["message"]
+    assert "is all the last turn: nothing older" in failure["payload"]["message"]  # no turn is running
     assert d.session(sid)["status"] == "done"
     assert d.send(sid, "say after").status_code == 202  # the session goes on
     d.wait_status(sid, ("done",), timeout=30)
