@@ -52,33 +52,17 @@ __all__ = [
     "resolve_model_id",
 ]
 
-_BASE = (
-    "ModelRequest",
-    "PartsBuilder",
-    "Provider",
-    "ReasoningDelta",
-    "Response",
-    "StreamedResponse",
-    "StreamEvent",
-    "TextDelta",
-    "ToolCallArgsDelta",
-    "ToolCallStart",
-    "ToolDefinition",
-    "Usage",
-    "UsageUpdate",
-    "parse_tool_arguments",
-)
 _LAZY = {
     "OpenAIProvider": "acagent.providers._openai",
     "AnthropicProvider": "acagent.providers._anthropic",
     **dict.fromkeys(
         ("available_providers", "create_provider", "resolve_model_id"), "acagent.providers._registry"
     ),
-    **dict.fromkeys(_BASE, "acagent.providers._base"),
 }
-"""Every public name → its module, imported on first access: the settings loader checks a model
-id with ``acagent.providers._registry`` alone, without the adapters' base (pydantic models,
-dataclasses) that a command like ``sessions list`` never uses."""
+_LAZY.update({name: "acagent.providers._base" for name in __all__ if name not in _LAZY})  # the rest
+"""Every public name (``__all__``) → its module, imported on first access: the settings loader
+checks a model id with ``acagent.providers._registry`` alone, without the adapters' base
+(pydantic models, dataclasses) that a command like ``sessions list`` never uses."""
 
 
 def __getattr__(name: str) -> Any:
