@@ -56,6 +56,9 @@ class UserMessage(_TurnP):
 
     type: Literal["user.message"] = "user.message"
     text: str
+    idempotency_key: str | None = None
+    """A hash of the client's ``Idempotency-Key`` for this message, when it sent one (a retry
+    after a daemon restart is recognised by it: :mod:`acagent.server._idempotency`)."""
 
 
 class AssistantDelta(_TurnP):

@@ -15,8 +15,9 @@ class AgentRunner(Protocol):
 
     session_id: str
 
-    async def step(self, user_input: str | None) -> str:
-        """Start a turn with ``user_input`` (or finish an interrupted one with ``None``); return its turn id."""
+    async def step(self, user_input: str | None, *, idempotency_key: str | None = None) -> str:
+        """Start a turn with ``user_input`` (or finish an interrupted one with ``None``); return its
+        turn id. ``idempotency_key``: stored with the user message (a hash of the client's key)."""
         ...
 
     def interrupt(self, reason: str = "user", *, turn_id: str | None = None) -> None:

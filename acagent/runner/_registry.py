@@ -260,8 +260,11 @@ class SessionRegistry(TranscriptKeeper):
         """Runners with a turn in progress (accepting or running; O(1): a running count)."""
         return self._busy.value
 
-    async def start_turn(self, session_id: str, text: str | None) -> tuple[InProcessRunner, str]:
-        """Start a turn (or finish an interrupted one when ``text`` is None).
+    async def start_turn(
+        self, session_id: str, text: str | None, *, idempotency_key: str | None = None
+    ) -> tuple[InProcessRunner, str]:
+        """Start a turn (or finish an interrupted one when ``text`` is None); ``idempotency_key``
+        is stored with its user message (:meth:`InProcessRunner.step`).
 
         Raises:
             SessionBusy: a turn already runs on the session.
@@ -274,7 +277,7 @@ class SessionRegistry(TranscriptKeeper):
                 f"{self.settings.max_sessions} sessions are already running a turn; retry when one finishes",
                 detail={"max_sessions": self.settings.max_sessions},
             )
-        turn_id = await runner.step(text)
+        turn_id = await runner.step(text, idempotency_key=idempotency_key)
         return runner, turn_id
 
     async def compact(self, session_id: str) -> dict[str, Any]:

@@ -177,8 +177,11 @@ class InProcessRunner(CancelPaths, SessionPorts):
 
     # ------------------------------------------------------------------ turns
 
-    async def step(self, user_input: str | None) -> str:
+    async def step(self, user_input: str | None, *, idempotency_key: str | None = None) -> str:
         """Start a turn (``user_input``) or continue an interrupted one (``None``).
+
+        ``idempotency_key`` goes into the ``user.message`` event (the daemon recognises a retry of
+        this message by it after a restart: :mod:`acagent.server._idempotency`).
 
         Returns once the turn is accepted (its user message is durable); the turn runs in the
         registry's task group. Use :meth:`wait` to wait for its end.
@@ -199,17 +202,17 @@ class InProcessRunner(CancelPaths, SessionPorts):
         self.state = RunnerState.ACCEPTING
         self._turn_done = anyio.Event()
         try:
-            first, new_turn = await self._open_turn(user_input)
+            first, new_turn = await self._open_turn(user_input, idempotency_key)
         except BaseException:
             await self._release()
             raise
         self.state = RunnerState.RUNNING
         queued = new_turn if first.turn_id != new_turn else None
         first.release_at_end = queued is None  # no turn of this runner follows under this lease
-        self._tg.start_soon(self._run, first, queued, user_input)
+        self._tg.start_soon(self._run, first, queued, user_input, idempotency_key)
         return new_turn or first.turn_id
 
-    async def _open_turn(self, user_input: str | None) -> tuple[Turn, str | None]:
+    async def _open_turn(self, user_input: str | None, key: str | None) -> tuple[Turn, str | None]:
         """Take the lease, load the context; accept the message (unless a turn must be resumed first)."""
         lease, row, own_caps = await self.journal.lease_session(
             self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
@@ -244,12 +247,12 @@ class InProcessRunner(CancelPaths, SessionPorts):
         first.limits = limits
         self.turn = first
         if resume_turn is None and user_input is not None:
-            await self._accept(first, user_input)
+            await self._accept(first, user_input, key)
         return first, new_turn
 
-    async def _accept(self, turn: Turn, text: str) -> None:
+    async def _accept(self, turn: Turn, text: str, key: str | None) -> None:
         title = " ".join(text.split())[:80] if self.row.title is None else None
-        await turn.accept(text, title=title)
+        await turn.accept(text, title=title, idempotency_key=key)
         if title is not None:
             self.row.title = title
         crash_point("after_turn_accepted", self.settings.crash_at)
@@ -264,14 +267,16 @@ class InProcessRunner(CancelPaths, SessionPorts):
         await self.wait()
         return turn_id
 
-    async def _run(self, first: Turn, new_turn: str | None, new_text: str | None) -> None:
+    async def _run(
+        self, first: Turn, new_turn: str | None, new_text: str | None, key: str | None = None
+    ) -> None:
         error: AcagentError | None = None
         try:
             if await self._drive(first) and new_turn is not None and new_text is not None:
                 turn = self._new_turn(new_turn)
                 turn.release_at_end = True
                 self.turn, self.state = turn, RunnerState.RUNNING
-                await self._accept(turn, new_text)
+                await self._accept(turn, new_text, key)
                 await self._drive(turn)
         except StaleLease as exc:
             log.info("session %s: lease superseded; this worker stops writing", self.session_id)

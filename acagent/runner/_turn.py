@@ -286,10 +286,13 @@ class Turn:
 
     # ------------------------------------------------------------------ opening and closing the turn
 
-    async def accept(self, text: str, *, title: str | None = None) -> None:
-        """Open the turn with the user's message: ``turn.started`` + ``user.message``, the session's
-        current turn, its cancel flag cleared (a cancel meant for an earlier turn never reaches this
-        one), status ``running`` and the session's ``title`` if given — one transaction."""
+    async def accept(
+        self, text: str, *, title: str | None = None, idempotency_key: str | None = None
+    ) -> None:
+        """Open the turn with the user's message: ``turn.started`` + ``user.message`` (with
+        ``idempotency_key`` when given), the session's current turn, its cancel flag cleared (a
+        cancel meant for an earlier turn never reaches this one), status ``running`` and the
+        session's ``title`` if given — one transaction."""
         ops: list[Any] = [
             SetTurn(self.turn_id),
             SetCancel(False),
@@ -300,7 +303,12 @@ class Turn:
         await self.commit(
             [
                 ("turn.started", make_payload("turn.started", turn_id=self.turn_id)),
-                ("user.message", make_payload("user.message", turn_id=self.turn_id, text=text)),
+                (
+                    "user.message",
+                    make_payload(
+                        "user.message", turn_id=self.turn_id, text=text, idempotency_key=idempotency_key
+                    ),
+                ),
             ],
             ops,
         )

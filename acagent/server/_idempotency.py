@@ -15,23 +15,84 @@ message as accepted that was never applied.
 In a cluster (PostgreSQL) the journal's inbox rows give the same guarantee across daemons
 (:mod:`acagent.server._inbox`); this cache is the single-daemon path. Keys live in memory for
 ``idempotency_ttl_s`` (at most ``idempotency_keys`` answered ones, oldest dropped first; a key
-still in flight is never dropped for a newer one): a retry
-after the daemon restarted is re-applied, which for a message means a 409 while the recovered
-turn runs. Both bounds are daemon limits (:class:`~acagent.server._limits.Limits`).
+still in flight is never dropped for a newer one). Both bounds are daemon limits
+(:class:`~acagent.server._limits.Limits`).
+
+A message's key also goes into the journal, hashed, in its ``user.message`` event
+(:func:`key_digest`), in the transaction that accepts the message. So when the daemon that
+accepted a message stops before its answer reaches the client (killed, crashed, restarted), the
+client's retry to the next daemon is recognised (:func:`journaled_turn`) and gets the first
+turn's id — not a 409 while the recovered turn runs, and not a second turn (and LLM call) once it
+has ended. The lookup reads the session's newest :data:`JOURNALED_KEYS` user messages, within
+``idempotency_ttl_s``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from acagent.errors import IdempotencyKeyReused
 
-__all__ = ["IdempotencyCache"]
+if TYPE_CHECKING:
+    from acagent.store import Journal
+
+__all__ = ["JOURNALED_KEYS", "IdempotencyCache", "journaled_turn", "key_digest"]
+
+#: How many of a session's newest user messages :func:`journaled_turn` looks a key up in.
+JOURNALED_KEYS = 32
+
+
+def key_digest(key: str) -> str:
+    """The form of an ``Idempotency-Key`` the journal stores: 32 hex digits of its blake2b hash
+    (the key itself is the client's and never stored)."""
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _reused(key: str) -> IdempotencyKeyReused:
+    return IdempotencyKeyReused(
+        f"Idempotency-Key {key!r} was first sent with a different request body; a new request needs a new key"
+    )
+
+
+async def journaled_turn(
+    journal: Journal, session_id: str, key: str, text: str, *, ttl_s: float
+) -> str | None:
+    """The id of the turn the journal accepted with message key ``key`` in the last ``ttl_s``
+    seconds (among the session's newest :data:`JOURNALED_KEYS` user messages), or None.
+
+    Raises:
+        IdempotencyKeyReused: that message had another text.
+    """
+    digest = key_digest(key)
+    now = time.time()
+    for event in await journal.last_events(session_id, ("user.message",), JOURNALED_KEYS):
+        if event.payload.get("idempotency_key") != digest:
+            continue
+        if now - _epoch(event.ts) > ttl_s:
+            return None  # expired, as in the cache: the request is new
+        if event.payload.get("text") != text:
+            raise _reused(key)
+        turn_id = event.payload.get("turn_id")
+        return turn_id if isinstance(turn_id, str) else None
+    return None
+
+
+def _epoch(ts: str) -> float:
+    """Seconds since the epoch of an event's ISO 8601 ``ts`` (UTC when it names no zone)."""
+    try:
+        when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0  # unreadable: treated as expired
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 class _Entry:
@@ -82,10 +143,7 @@ class IdempotencyCache:
             if entry is None:
                 break
             if entry.body != body:
-                raise IdempotencyKeyReused(
-                    f"Idempotency-Key {scope[2]!r} was first sent with a different request body; "
-                    "a new request needs a new key"
-                )
+                raise _reused(scope[2])
             await entry.done.wait()
             if entry.answer is not None:
                 return dict(entry.answer)

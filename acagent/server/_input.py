@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from acagent.errors import DaemonStopping
+from acagent.server._idempotency import journaled_turn, key_digest
 from acagent.store import RESTING
 
 if TYPE_CHECKING:
@@ -35,18 +36,35 @@ async def submit(
         result: dict[str, Any] = await state.inbox.post(kind, session_id, body, key)
         return result
     if key is not None:  # a retry gets the first answer (never a second turn)
-        return await state.idempotency.apply(
-            (session_id, kind, key), functools.partial(_LOCAL[kind], state, session_id, body), body
-        )
+        if kind == "message":
+            fn = functools.partial(start_message, state, session_id, body, key)
+        else:
+            fn = functools.partial(_LOCAL[kind], state, session_id, body)
+        return await state.idempotency.apply((session_id, kind, key), fn, body)
     return await _LOCAL[kind](state, session_id, body)
 
 
-async def start_message(state: DaemonState, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Start a turn here. Policy when a turn already runs: :class:`SessionBusy` (409)."""
+async def start_message(
+    state: DaemonState, session_id: str, body: dict[str, Any], key: str | None = None
+) -> dict[str, Any]:
+    """Start a turn here. Policy when a turn already runs: :class:`SessionBusy` (409).
+
+    ``key`` (the client's ``Idempotency-Key``): stored with the message; a message the journal
+    already accepted with it (the daemon that accepted it stopped before answering) is answered
+    with that turn's id instead of being applied again.
+
+    Raises:
+        IdempotencyKeyReused: the journal's message with ``key`` had another text.
+    """
     if not state.accepting:
         raise DaemonStopping("the daemon is shutting down; retry when it is back")
     # One accept at a time per session, so a concurrent POST sees the running turn's id.
     async with state.turn_lock(session_id):
+        if key is not None:
+            ttl_s = state.limits.idempotency_ttl_s
+            first = await journaled_turn(state.journal, session_id, key, body["text"], ttl_s=ttl_s)
+            if first is not None:
+                return {"turn_id": first, "session_id": session_id}
         runner = await state.registry.get_runner(session_id)
         if runner.is_busy and (await state.journal.get_session(session_id)).status in RESTING:
             # The turn already ended (turn.completed is committed with status done); the runner
@@ -58,7 +76,8 @@ async def start_message(state: DaemonState, session_id: str, body: dict[str, Any
             auto = bool(body.get("auto_approve")) or state.settings.auto_approve
             if runner.settings.auto_approve != auto:
                 runner.settings = state.settings.model_copy(update={"auto_approve": auto})
-        _, turn_id = await state.registry.start_turn(session_id, body["text"])
+        digest = key_digest(key) if key is not None else None
+        _, turn_id = await state.registry.start_turn(session_id, body["text"], idempotency_key=digest)
     return {"turn_id": turn_id, "session_id": session_id}
 
 

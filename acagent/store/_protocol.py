@@ -167,6 +167,12 @@ class Journal(Protocol):
         """The latest checkpoint (if any) and the context events after it (:data:`CONTEXT_TYPES`)."""
         ...
 
+    async def last_events(self, session_id: str, types: Sequence[str], limit: int) -> list[Event]:
+        """The newest ``limit`` committed events of ``types`` (event type names), newest first;
+        none for an unknown session. Reads from the session's end: the cost is bounded by how
+        far back the ``limit``-th such event lies, not by the session's length."""
+        ...
+
     async def import_session(self, session: ImportedSession, events: Iterable[Event]) -> None:
         """Create ``session`` with ``events`` (seq 1…n, consumed once, may read a file) atomically. Unfenced.
 

@@ -86,9 +86,11 @@ def select_events(
     until: int | None = None,
     types: Sequence[str] = (),
     limit: int | None = None,
+    newest_first: bool = False,
 ) -> list[Any]:
     """``event_log`` rows of one session with ``since < seq (<= until)``, of ``types`` if given,
-    ascending seq: one range of the integer key (``m007_compact_journal``), no index."""
+    ascending seq (descending with ``newest_first``): one range of the integer key
+    (``m007_compact_journal``), no index."""
     row = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
     if row is None or row[0] is None:
         return []
@@ -99,7 +101,7 @@ def select_events(
     if types:
         sql += f" AND type IN ({','.join('?' * len(types))})"
         args.extend(types)
-    sql += " ORDER BY key"
+    sql += " ORDER BY key DESC" if newest_first else " ORDER BY key"
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
@@ -207,6 +209,15 @@ class SqliteReads:
             if len(page) < batch:
                 return
             last = page[-1].seq
+
+    async def last_events(self, session_id: str, types: Sequence[str], limit: int) -> list[Event]:
+        """The newest ``limit`` committed events of ``types``, newest first (an unknown session:
+        none). The scan walks the session's key range down from its end."""
+
+        def q(db: sqlite3.Connection) -> Any:
+            return select_events(db, session_id, types=types, limit=limit, newest_first=True)
+
+        return _events(session_id, await self._run(q, read=True))
 
     async def context_events(self, session_id: str) -> list[Event]:
         """The latest checkpoint (if any) and the context-relevant events after it, ascending seq.

@@ -185,6 +185,7 @@ _UNPRICED_SUMS = (
     " COALESCE(SUM(CASE WHEN cost_usd IS NULL THEN output_tokens END), 0)"
 )
 
+
 def _is_sqlite(db: object) -> bool:
     """True for the SQLite journal's connection; False for PostgreSQL's bridge (store/pg/_bridge.py),
     which runs the same query code on its own tables (no ``key`` columns)."""

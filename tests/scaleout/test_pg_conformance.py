@@ -164,9 +164,10 @@ async def test_takeovers_are_counted_in_metrics(pg_url: str) -> None:
     ``acagent_lease_takeovers_total``; re-taking one's own or a released lease counts none."""
     from acagent.obs import _metrics
 
-    recorder = _metrics.enable_metrics()
+    recorder = _metrics.enable_metrics()  # maybe already on (an earlier test): count from here
     try:
-        total = lambda: recorder.registry.get_sample_value("acagent_lease_takeovers_total") or 0.0  # noqa: E731
+        base = recorder.registry.get_sample_value("acagent_lease_takeovers_total") or 0.0
+        total = lambda: (recorder.registry.get_sample_value("acagent_lease_takeovers_total") or 0.0) - base  # noqa: E731
         a = await PostgresJournal.open(pg_url, daemon_id="ta")
         b = await PostgresJournal.open(pg_url, daemon_id="tb")
         try:

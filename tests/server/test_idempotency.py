@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from acagent.client._discovery import DaemonInfo
@@ -178,3 +179,51 @@ def test_an_empty_key_is_refused_not_shared(start_daemon: Any, workspace: Path) 
     r = d.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say x"}, headers={"Idempotency-Key": ""})
     assert r.status_code == 422 and r.json()["error"]["code"] == "bad_request", r.text
     assert _user_messages(d, sid) == []
+
+
+def test_a_retry_after_the_daemon_died_before_answering_gets_the_first_turn(
+    start_daemon: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """Before: the keys lived only in the daemon's memory. A daemon killed after it accepted a
+    message but before the answer reached the client forgot the key: the client's retry to the
+    next daemon got 409 while the recovered turn ran, and once it had ended the retry started a
+    second turn (a second LLM call for one message). The key now rides in the accept commit."""
+    home = tmp_path / "home"
+    first = start_daemon("--yes", home=home, ACAGENT_CRASH_AT="after_turn_accepted")
+    sid = first.create(workspace)["id"]
+    headers = {"Idempotency-Key": "lost-answer-1"}
+    with pytest.raises(httpx.HTTPError):  # the daemon dies before it answers
+        first.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    first.proc.wait(20)
+    second = start_daemon("--yes", home=home)
+    retry = second.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    assert retry.status_code == 202, retry.text  # not 409 for its own, recovered turn
+    started = [e["payload"]["turn_id"] for e in second.events(sid) if e["type"] == "turn.started"]
+    assert retry.json()["turn_id"] == started[0]
+    second.wait_status(sid, ("done",), timeout=30)
+    late = second.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    assert late.status_code == 202 and late.json()["turn_id"] == started[0]  # no second turn
+    reused = second.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say more"}, headers=headers)
+    assert reused.status_code == 422 and reused.json()["error"]["code"] == "idempotency_key_reused"
+    assert _user_messages(second, sid) == ["say once"]
+    stored = [e["payload"] for e in second.events(sid) if e["type"] == "user.message"]
+    assert stored[0]["idempotency_key"] != "lost-answer-1"  # a hash, never the client's key
+    assert [e["payload"]["turn_id"] for e in second.events(sid) if e["type"] == "turn.started"] == started
+
+
+async def test_a_journaled_key_expires_with_the_ttl(tmp_path: Path) -> None:
+    from acagent.server._idempotency import journaled_turn, key_digest
+    from acagent.store import SqliteJournal
+
+    journal = await SqliteJournal.open(tmp_path / "acagent.db")
+    try:
+        row, _ = await journal.create_session(cwd="/tmp", model="test:scripted", title=None)
+        payload = {"turn_id": "turn_a", "text": "hi", "idempotency_key": key_digest("k")}
+        await journal.commit_unfenced(row.id, [("user.message", payload)], reason="test")
+        assert await journaled_turn(journal, row.id, "k", "hi", ttl_s=60) == "turn_a"
+        assert await journaled_turn(journal, row.id, "other", "hi", ttl_s=60) is None
+        assert await journaled_turn(journal, row.id, "k", "hi", ttl_s=-1) is None  # expired
+        with pytest.raises(IdempotencyKeyReused):
+            await journaled_turn(journal, row.id, "k", "bye", ttl_s=60)
+    finally:
+        await journal.aclose()

@@ -293,6 +293,20 @@ class PostgresJournal(AppendMixin, LeaseMixin, InboxMixin, QueryMixin, ProtocolE
             for s, ts, t, p in rows
         ]
 
+    async def last_events(self, session_id: str, types: Sequence[str], limit: int) -> list[Event]:
+        """The newest ``limit`` committed events of ``types``, newest first."""
+        rows = await self._fetch(
+            "SELECT seq, ts, type, payload FROM event WHERE session_id = $1 AND type = ANY($2::text[])"
+            " ORDER BY seq DESC LIMIT $3",
+            session_id,
+            list(types),
+            limit,
+        )
+        return [
+            Event(seq=s, ts=ts, session_id=session_id, type=t, payload=orjson.loads(p))
+            for s, ts, t, p in rows
+        ]
+
     async def context_events(self, session_id: str) -> list[Event]:
         """The latest checkpoint (if any) and the context-relevant events after it, ascending seq."""
         row = await self.get_session(session_id)

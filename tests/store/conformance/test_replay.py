@@ -34,6 +34,18 @@ async def test_replay_since_until_limit_and_iter(journal: Journal, h) -> None:
     assert first.ts.endswith("Z")
 
 
+async def test_last_events_are_the_newest_of_their_types_newest_first(journal: Journal, h) -> None:
+    """last_events reads back from the session's end: what a retried message's key is looked up
+    in (acagent.server._idempotency.journaled_turn)."""
+    row, _ = await _fill(journal, h, 10)  # user.message at seqs 2, 4, …, 20
+    got = await journal.last_events(row.id, ("user.message",), 3)
+    assert [(e.seq, e.payload["text"]) for e in got] == [(20, "m9"), (18, "m8"), (16, "m7")]
+    both = await journal.last_events(row.id, ("user.message", "session.created"), 50)
+    assert [e.seq for e in both] == [*range(20, 0, -2), 1]
+    assert await journal.last_events(row.id, ("turn.completed",), 5) == []
+    assert await journal.last_events("ses_none", ("user.message",), 5) == []
+
+
 async def test_context_events_start_at_the_latest_checkpoint(journal: Journal, h) -> None:
     """Only the latest checkpoint and the context events after it (no deltas, no status events)."""
     row, lease = await _fill(journal, h, 3)
