@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Header, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import Response
 
 from acagent.errors import ConfigError, DaemonStopping, UserError
@@ -97,11 +97,27 @@ def _add_sessions(app: FastAPI, state: DaemonState) -> None:
         return _session_out(state, row, await _pending_by_session(state, session_id))
 
 
+def one_idempotency_key(request: Request) -> None:
+    """A request names at most one ``Idempotency-Key`` (the header is a single sf-string in the
+    IETF draft). With two, the route's ``Header`` parameter would silently take the first, and a
+    client (or a proxy that appended one) could not know which key its retry must repeat.
+
+    Raises:
+        UserError: the header is repeated (400 ``bad_request``).
+    """
+    if len(request.headers.getlist("idempotency-key")) > 1:
+        raise UserError("send one Idempotency-Key header, not several: a retry must repeat the one key")
+
+
+_ONE_KEY = [Depends(one_idempotency_key)]
+
+
 def _add_turns(app: FastAPI, state: DaemonState) -> None:
     @app.post(
         "/v1/sessions/{session_id}/messages",
         status_code=202,
         response_model=TurnAccepted,
+        dependencies=_ONE_KEY,
         responses={
             **ERRORS,
             409: {"model": ErrorEnvelope, "description": "A turn runs (session_busy; detail.turn_id)"},
@@ -124,6 +140,7 @@ def _add_turns(app: FastAPI, state: DaemonState) -> None:
         "/v1/sessions/{session_id}/cancel",
         status_code=202,
         response_model=Accepted,
+        dependencies=_ONE_KEY,
         responses=ERRORS,
         tags=["turns"],
     )
@@ -140,6 +157,7 @@ def _add_turns(app: FastAPI, state: DaemonState) -> None:
     @app.post(
         "/v1/sessions/{session_id}/approvals/{tool_call_id}",
         response_model=ApprovalResult,
+        dependencies=_ONE_KEY,
         responses=ERRORS,
         tags=["turns"],
     )

@@ -227,3 +227,24 @@ async def test_a_journaled_key_expires_with_the_ttl(tmp_path: Path) -> None:
             await journaled_turn(journal, row.id, "k", "bye", ttl_s=60)
     finally:
         await journal.aclose()
+
+
+def test_two_keys_on_one_request_are_refused(start_daemon: Any, workspace: Path) -> None:
+    """Before: two ``Idempotency-Key`` headers were accepted and the first silently used, so a
+    client (or a proxy that added one) could not know which key its retry had to repeat."""
+    d = start_daemon("--yes")
+    sid = d.create(workspace)["id"]
+    two = [("Idempotency-Key", "a"), ("Idempotency-Key", "b")]
+    for path, body in (
+        (f"/v1/sessions/{sid}/messages", {"text": "say x"}),
+        (f"/v1/sessions/{sid}/cancel", {}),
+        (f"/v1/sessions/{sid}/approvals/call_1", {"decision": "allow"}),
+    ):
+        r = d.http.post(path, json=body, headers=two)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", (path, r.text)
+        assert "one Idempotency-Key" in r.json()["error"]["message"]
+    assert _user_messages(d, sid) == []
+    one = d.http.post(
+        f"/v1/sessions/{sid}/messages", json={"text": "say x"}, headers={"Idempotency-Key": "a"}
+    )
+    assert one.status_code == 202, one.text
