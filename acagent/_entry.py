@@ -26,7 +26,12 @@ venv with the test extras). acagent's models are its own internals, not somethin
 plugin is meant to observe, so :func:`main` sets ``PYDANTIC_DISABLE_PLUGINS=__all__`` (pydantic's
 documented switch) for this process when the user has not set the variable; the name is in
 :data:`ADDED_ENV`, and ``tools/_env.py`` ``scrubbed_env`` leaves it out of the environment of
-the commands tools run, so the user's programs see their own environment.
+the commands tools run, so the user's programs see their own environment. pydantic's plugin
+loader module imports ``importlib.metadata`` at its top even when plugins are off (≈15 ms of
+CPU, nothing else on a one-shot turn loads it), so with the switch set by :func:`main`,
+:func:`_plugin_loader_stand_in` takes the module's place: its ``get_plugins`` returns no plugins
+while the switch says so, exactly what pydantic's own does then, and hands every other call and
+name to the real module (imported then).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import _signal  # not `signal`: importing it imports enum (milliseconds a Ctrl-C
 import gc
 import os
 import sys
+import types
+from typing import Any
 
 __all__ = ["ADDED_ENV", "main", "settled", "started"]
 
@@ -65,6 +72,47 @@ def settled() -> None:
         _gc_held.clear()
         gc.freeze()
         gc.enable()
+
+
+_PLUGIN_LOADER = "pydantic.plugin._loader"
+_PLUGINS_OFF = ("__all__", "1", "true")
+"""``PYDANTIC_DISABLE_PLUGINS`` values with which pydantic's ``get_plugins`` returns no plugins."""
+
+
+def _plugin_loader_stand_in() -> types.ModuleType:
+    """A stand-in for ``pydantic.plugin._loader`` that does not import ``importlib.metadata``.
+
+    ``get_plugins()`` is ``()`` while ``PYDANTIC_DISABLE_PLUGINS`` disables all plugins (what the
+    real one returns then); otherwise, and for any other name, the real module is imported in
+    the stand-in's place and answers.
+    """
+    module = types.ModuleType(_PLUGIN_LOADER, "acagent's stand-in: no plugin scan (see acagent/_entry.py).")
+
+    def real() -> types.ModuleType:
+        if sys.modules.get(_PLUGIN_LOADER) is module:
+            del sys.modules[_PLUGIN_LOADER]
+        import importlib
+
+        loaded = importlib.import_module(_PLUGIN_LOADER)
+        parent = sys.modules.get("pydantic.plugin")
+        if parent is not None:
+            parent._loader = loaded  # type: ignore[attr-defined]
+        return loaded
+
+    def get_plugins() -> Any:
+        if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in _PLUGINS_OFF:
+            return ()
+        return real().get_plugins()
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):  # the import system's probes (``__path__``): a plain module
+            raise AttributeError(name)
+        return getattr(real(), name)
+
+    module.get_plugins = get_plugins  # type: ignore[attr-defined]
+    module._plugins = None  # type: ignore[attr-defined]  # "never scanned", like the real one's
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
+    return module
 
 
 def _standard_streams() -> None:
@@ -107,6 +155,8 @@ def main() -> None:
     if "PYDANTIC_DISABLE_PLUGINS" not in os.environ:
         os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
         ADDED_ENV.add("PYDANTIC_DISABLE_PLUGINS")
+        if "pydantic" not in sys.modules:
+            sys.modules.setdefault(_PLUGIN_LOADER, _plugin_loader_stand_in())
     _signal.signal(_signal.SIGINT, _quiet_exit)
     _standard_streams()
     from acagent.cli import main as cli_main

@@ -127,11 +127,13 @@ ONE_SHOT_UNUSED = {
     "websockets", "starlette", "mcp", "psycopg", "tomllib", "acagent.render", "acagent.server",
     "acagent.client._remote", "acagent.cli._chat", "acagent.cli._serve", "acagent.cli._sessions",
     "acagent.cli._doctor", "acagent.cli._models", "acagent.store.pg", "acagent.mcp._client",
+    "importlib.metadata",
 }  # fmt: skip
 """What a one-shot ``run --yes --json`` tool-call turn without a config file and without a daemon
 does not use (issue 12): the renderer (``--json`` prints envelopes), the daemon client and web
 stack, the other commands, PostgreSQL, the MCP SDK (no server configured), the TOML parser (no
-config file), the provider SDKs, httpx's CLI."""
+config file), the provider SDKs, httpx's CLI, package metadata (pydantic's plugin loader imports
+it even with plugins off: ``acagent/_entry.py`` stands in for that module)."""
 
 PROBE = """
 import atexit, gc, json, sys
@@ -227,6 +229,33 @@ def test_pydantic_does_not_scan_for_plugins(tmp_path: Path) -> None:
         timeout=60,
     )
     assert "SCANNED True 0" in proc.stdout, proc.stdout  # the user's own setting wins
+
+
+STAND_IN_PROBE = """
+import os, sys
+os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+from acagent._entry import _PLUGIN_LOADER, _plugin_loader_stand_in
+sys.modules[_PLUGIN_LOADER] = stand_in = _plugin_loader_stand_in()
+import pydantic
+class M(pydantic.BaseModel):
+    a: int
+assert M(a=1).a == 1
+print("OFF", tuple(stand_in.get_plugins()), "importlib.metadata" in sys.modules)
+os.environ["PYDANTIC_DISABLE_PLUGINS"] = "some_plugin"
+print("ON", list(stand_in.get_plugins()), sys.modules[_PLUGIN_LOADER] is not stand_in)
+print("NAME", stand_in.PYDANTIC_ENTRY_POINT_GROUP)
+"""
+
+
+def test_plugin_loader_stand_in_answers_like_pydantics_own(tmp_path: Path) -> None:
+    """The stand-in for ``pydantic.plugin._loader``: no plugins and no package metadata while
+    plugins are off; once the switch allows plugins (or another name is asked for), the real
+    module is imported in its place and answers."""
+    proc = subprocess.run(
+        [sys.executable, "-c", STAND_IN_PROBE], env=_env(tmp_path / "home"), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["OFF () False", "ON [] True", "NAME pydantic"], proc.stdout
 
 
 def test_listing_sessions_imports_no_provider_code(tmp_path: Path) -> None:
