@@ -252,7 +252,11 @@ def test_plugin_loader_stand_in_answers_like_pydantics_own(tmp_path: Path) -> No
     plugins are off; once the switch allows plugins (or another name is asked for), the real
     module is imported in its place and answers."""
     proc = subprocess.run(
-        [sys.executable, "-c", STAND_IN_PROBE], env=_env(tmp_path / "home"), capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", STAND_IN_PROBE],
+        env=_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == ["OFF () False", "ON [] True", "NAME pydantic"], proc.stdout
