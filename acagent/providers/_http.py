@@ -1,7 +1,8 @@
 """The connection half shared by the HTTP adapters (OpenAI-compatible, Anthropic).
 
 :class:`HTTPProvider` posts a body the adapter encoded itself (:mod:`~acagent.providers._body`)
-with ``httpx`` and reads the event stream with acagent's own WHATWG parser
+with ``httpx``, or to a plain-http endpoint without a proxy with acagent's small HTTP/1.1 client
+(:mod:`~acagent.providers._h1`: httpx's import is a tenth of a one-shot turn), and reads the event stream with acagent's own WHATWG parser
 (:mod:`~acagent.providers._sse`); an adapter supplies its path, headers, body, error-body
 reading and its :class:`~acagent.providers._stream.BaseStreamedResponse` subclass.
 
@@ -15,8 +16,8 @@ besides is small and kept here: the auth headers, ``Idempotency-Key``, status er
 JSON body and headers (``retry-after``), transport errors as
 :class:`~acagent.errors.ProviderConnectionError`.
 
-``httpx`` is imported on the first request, in a worker thread (it costs ~0.15 s): building a
-provider, and so checking a model id, imports nothing of the network stack (F27, F53).
+``httpx`` is imported on the first request that needs it, in a worker thread (it costs ~0.15 s):
+building a provider, and so checking a model id, imports nothing of the network stack (F27, F53).
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ from acagent.errors import (
     ProviderError,
     ProviderHTTPError,
 )
+from acagent.providers import _h1
 from acagent.providers._base import ModelRequest
 from acagent.providers._sse import SSENormalizer, WireActivity, WireStall
-from acagent.providers._stream import BaseStreamedResponse
+from acagent.providers._stream import BaseStreamedResponse, transport_errors
 
 __all__ = ["BodyParts", "EventSource", "HTTPProvider", "api_key_or_placeholder", "load_httpx"]
 
@@ -244,8 +246,9 @@ class HTTPProvider(ABC):
 
     # -- shared ----------------------------------------------------------------
     def _make_client(self) -> Any:
-        """Import httpx and build the client (blocking: runs in a worker thread)."""
-        httpx = load_httpx()
+        """Build the client: :class:`acagent.providers._h1.Client` for a plain-http endpoint
+        without a proxy (:func:`~acagent.providers._h1.usable_for`), else an ``httpx`` one
+        (importing httpx blocks: then this runs in a worker thread)."""
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
@@ -253,6 +256,9 @@ class HTTPProvider(ABC):
             "user-agent": "acagent",
             **self._headers(),
         }
+        if _h1.usable_for(self.base_url):
+            return _h1.Client(headers)
+        httpx = load_httpx()
         # A plain-http endpoint (a local server, the mock) never does TLS (no redirects are
         # followed), so it skips loading the CA bundle (~15 ms of CPU per process).
         tls = not self.base_url.startswith("http://")
@@ -262,18 +268,24 @@ class HTTPProvider(ABC):
         if self._client is None:
             async with self._client_lock:
                 if self._client is None:
-                    self._client = await anyio.to_thread.run_sync(self._make_client)
+                    if _h1.usable_for(self.base_url):
+                        self._client = self._make_client()  # imports nothing: on the loop
+                    else:
+                        self._client = await anyio.to_thread.run_sync(self._make_client)
         return self._client
 
     @contextmanager
     def _transport_errors(self, stage: str) -> Iterator[None]:
-        """httpx's timeouts and transport errors as :class:`ProviderConnectionError`."""
-        httpx = load_httpx()
+        """Timeouts and transport errors (httpx's, :class:`~acagent.providers._h1.WireError`) as
+        :class:`ProviderConnectionError`."""
         try:
             yield
-        except httpx.TimeoutException as exc:
-            raise ProviderConnectionError(f"request to {self.name!r} at {self.base_url!r} timed out") from exc
-        except httpx.TransportError as exc:
+        except transport_errors() as exc:
+            httpx = sys.modules.get("httpx")
+            if httpx is not None and isinstance(exc, httpx.TimeoutException):
+                raise ProviderConnectionError(
+                    f"request to {self.name!r} at {self.base_url!r} timed out"
+                ) from exc
             if stage == "connect":
                 raise ProviderConnectionError(
                     f"cannot reach {self.name!r} at {self.base_url!r}: {exc!r}"

@@ -43,11 +43,14 @@ from acagent.providers._sse import WireActivity, WireStall
 
 
 def transport_errors() -> tuple[type[BaseException], ...]:
-    """httpx's transport error type once httpx is imported (nothing imports it for this)."""
+    """The transport error types: :class:`acagent.providers._h1.WireError`, and httpx's once
+    httpx is imported (nothing imports it for this)."""
     import sys
 
+    from acagent.providers._h1 import WireError
+
     httpx = sys.modules.get("httpx")
-    return (httpx.TransportError,) if httpx is not None else ()
+    return (WireError, httpx.TransportError) if httpx is not None else (WireError,)
 
 
 __all__ = ["BaseStreamedResponse", "FragmentTemplate", "next_chunk", "parse_data"]

@@ -36,6 +36,7 @@ def _imported(
 
 def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACAGENT_", "OPENAI_", "ANTHROPIC_"))}
+    env = {k: v for k, v in env.items() if not k.lower().endswith("_proxy")}  # the mocks are local
     env.update(ACAGENT_HOME=str(home), OPENAI_API_KEY="k", ANTHROPIC_API_KEY="k")
     return env
 
@@ -127,12 +128,13 @@ ONE_SHOT_UNUSED = {
     "websockets", "starlette", "mcp", "psycopg", "tomllib", "acagent.render", "acagent.server",
     "acagent.client._remote", "acagent.cli._chat", "acagent.cli._serve", "acagent.cli._sessions",
     "acagent.cli._doctor", "acagent.cli._models", "acagent.store.pg", "acagent.mcp._client",
-    "importlib.metadata",
+    "importlib.metadata", "httpx", "httpcore", "h11",
 }  # fmt: skip
 """What a one-shot ``run --yes --json`` tool-call turn without a config file and without a daemon
 does not use (issue 12): the renderer (``--json`` prints envelopes), the daemon client and web
 stack, the other commands, PostgreSQL, the MCP SDK (no server configured), the TOML parser (no
-config file), the provider SDKs, httpx's CLI, package metadata (pydantic's plugin loader imports
+config file), the provider SDKs, httpx and its stack (a plain-http endpoint without a proxy is
+posted to by ``acagent/providers/_h1.py``), package metadata (pydantic's plugin loader imports
 it even with plugins off: ``acagent/_entry.py`` stands in for that module)."""
 
 PROBE = """

@@ -112,7 +112,8 @@ def test_importing_providers_does_not_import_the_sdks() -> None:
 
 @pytest.mark.anyio
 async def test_first_request_imports_httpx_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """F27: the HTTP stack's import runs in a worker thread, never on the event loop's thread."""
+    """F27: the HTTP stack's import runs in a worker thread, never on the event loop's thread
+    (an ``https://`` endpoint: a plain-http one imports no httpx, see the next test)."""
     import threading
 
     from acagent.providers import _http, _openai
@@ -125,10 +126,29 @@ async def test_first_request_imports_httpx_off_the_event_loop(monkeypatch: pytes
         return real()
 
     monkeypatch.setattr(_http, "load_httpx", spy)
-    provider = _openai.OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    provider = _openai.OpenAIProvider("m", base_url="https://127.0.0.1:9/v1", api_key="k")
     await provider._get_client()
     await provider.aclose()
     assert threads and threads[0] != threading.main_thread().name
+
+
+@pytest.mark.anyio
+async def test_a_plain_http_endpoint_posts_without_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12: a plain-http endpoint without a proxy gets acagent's own HTTP/1.1 client
+    (``acagent/providers/_h1.py``), built on the loop; with ``http_proxy`` set it gets httpx
+    (which honours the proxy and ``NO_PROXY``)."""
+    from acagent.providers import _h1, _http, _openai
+
+    monkeypatch.setattr(_http, "load_httpx", lambda: pytest.fail("httpx loaded for a plain-http endpoint"))
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    provider = _openai.OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    assert isinstance(await provider._get_client(), _h1.Client)
+    await provider.aclose()
+    assert not _h1.usable_for("http://127.0.0.1:9/v1", {"HTTP_PROXY": "http://proxy:3128"})
+    assert not _h1.usable_for("http://127.0.0.1:9/v1", {"all_proxy": "socks5://proxy"})
+    assert _h1.usable_for("http://127.0.0.1:9/v1", {"http_proxy": "", "HTTPS_PROXY": "http://p"})
+    assert not _h1.usable_for("https://api.openai.com/v1", {})
 
 
 def test_all_names_exist() -> None:
