@@ -41,6 +41,7 @@ the modules that raise them re-export their names. Every error carries a stable 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = [
@@ -115,6 +116,31 @@ class SessionNotFound(UserError):
 
     code = "session_not_found"
     status_code = 404
+
+
+_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,128}")
+"""What a session id (or a prefix of one) can be: the ids acagent gives (``ses_`` + hex) and the
+plain names an import keeps (``store/_transcript.py`` ``SAFE_SESSION_ID``)."""
+
+
+def check_session_prefix(prefix: str) -> str:
+    """``prefix`` itself when it can name a session (an id or the start of one).
+
+    The one rule of every id-or-prefix lookup (``Journal.find_session`` on both backends and the
+    daemon client's ``find_session``): an empty prefix is the start of every id (``acagent sessions
+    rm "$ID"`` with ``ID`` unset removed the only session), and a ``/``, ``?`` or ``..`` would
+    reach another route through the daemon's URL (``attach "ID/events"`` was a traceback).
+
+    Raises:
+        SessionNotFound: ``prefix`` is empty or has a character no session id has.
+    """
+    if _ID_PREFIX.fullmatch(prefix):
+        return prefix
+    what = "an empty session id" if not prefix.strip() else f"session id {prefix!r}"
+    raise SessionNotFound(
+        f"{what} matches no session (ids are letters, digits, '_' and '-'); "
+        "`acagent sessions list --all` lists them"
+    )
 
 
 class ApprovalNotFound(UserError):

@@ -46,6 +46,8 @@ ToolsOption = Annotated[
 
 def check_session_flags(resume: str | None, continue_: bool, tools: str | None) -> None:
     """Exit with a usage error for contradictory or invalid session flags."""
+    if resume is not None and not resume.strip():
+        fail("--resume needs a session id (or a prefix of one); `acagent sessions list` shows them", 2)
     if resume and continue_:
         fail("--resume and --continue cannot be combined", 2)
     if tools is not None and tools not in ("on", "off", "auto"):

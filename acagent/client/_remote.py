@@ -320,8 +320,10 @@ async def find_session(client: RemoteSessionClient, prefix: str) -> dict[str, An
     """The session row for an id or unique prefix.
 
     Raises:
-        SessionNotFound: no session, or an ambiguous prefix.
+        SessionNotFound: no session, an ambiguous prefix, or one no id can start with (empty, or
+            with a ``/`` or ``?`` that would reach another route: ``errors.check_session_prefix``).
     """
+    E.check_session_prefix(prefix)
     try:
         data: dict[str, Any] = await client.request("GET", f"/v1/sessions/{prefix}")
         return data

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from acagent.errors import JournalError, SessionNotFound
+from acagent.errors import JournalError, SessionNotFound, check_session_prefix
 from acagent.events import Event
 from acagent.store._ops import CONTEXT_TYPES
 from acagent.store._payload import decode_payload
@@ -133,8 +133,10 @@ class SqliteReads:
         """The session whose id is ``prefix`` or starts with it (unique).
 
         Raises:
-            SessionNotFound: none, or the prefix is ambiguous.
+            SessionNotFound: none, the prefix is ambiguous, or it is empty or has a character
+                no id has (``errors.check_session_prefix``).
         """
+        check_session_prefix(prefix)
 
         def q(db: sqlite3.Connection) -> Any:
             return db.execute(

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 import orjson
 
-from acagent.errors import JournalError, SessionNotFound
+from acagent.errors import JournalError, SessionNotFound, check_session_prefix
 from acagent.events import Event, make_payload, now_ts
 from acagent.store import CONTEXT_TYPES, SessionRow, new_session_id
 from acagent.store._usage import UsageQueries
@@ -247,8 +247,10 @@ class PostgresJournal(AppendMixin, LeaseMixin, InboxMixin, QueryMixin, ProtocolE
         """The session whose id is ``prefix`` or starts with it (unique).
 
         Raises:
-            SessionNotFound: none, or the prefix is ambiguous.
+            SessionNotFound: none, the prefix is ambiguous, or it is empty or has a character
+                no id has (``errors.check_session_prefix``).
         """
+        check_session_prefix(prefix)
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = await self._fetch(
             f"SELECT {_SESSION_COLS} FROM session WHERE id = $1 OR id LIKE $2 LIMIT 2", prefix, like

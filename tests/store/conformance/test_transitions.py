@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acagent.errors import InvalidTransition
+from acagent.errors import InvalidTransition, SessionNotFound
 from acagent.store import ACTIVE, RESTING, STATUSES, Journal, SetCancel, SetStatus, SetTitle, SetTurn
 
 pytestmark = pytest.mark.anyio
@@ -100,5 +100,8 @@ async def test_sessions_list_and_find(journal: Journal, h) -> None:
     assert (await journal.find_session(a.id[:-2])).id == a.id
     with pytest.raises(Exception, match="ambiguous"):
         await journal.find_session("ses_")
+    for hostile in ("", " ", f"{a.id}/events", "../x", f"{a.id}%"):  # F119: no id starts with these
+        with pytest.raises(SessionNotFound, match="matches no session"):
+            await journal.find_session(hostile)
     public = (await journal.get_session(a.id)).to_public()
     assert public["status"] == "pending" and public["usage"]["total_tokens"] == 0
