@@ -151,11 +151,17 @@ def config_error(
         where = f" in {str(path)!r}" + (f" line {line}" if line is not None else "")
     reason = str(first["msg"]).removeprefix("Value error, ")
     shown = f" = {_show(first['input'])}" if first.get("type") != "missing" else " (missing)"
+    secret = bool(loc) and str(loc[-1]).endswith("api_key")
+    if secret:  # never print a key, not even a broken one
+        shown = ""
     if first.get("type") == "extra_forbidden" and len(loc) > 1 and loc[-1] in top_keys:
         reason += f"; {loc[-1]!r} is a top-level key: move it above the first [table] header"
     if loc and loc[-1] == "[key]":  # pydantic's marker for a refused dict key: name the key itself
         loc, shown, reason = loc[:-1], "", f"unknown key ({reason})"
     return ConfigError(
         f"invalid config {key_path(loc)}{shown}{where}: {reason}",
-        detail={"key": key_path(loc), "errors": exc.errors(include_url=False, include_context=False)},
+        detail={
+            "key": key_path(loc),
+            "errors": exc.errors(include_url=False, include_context=False, include_input=not secret),
+        },
     )

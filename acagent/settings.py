@@ -142,6 +142,24 @@ class ProviderSettings(BaseModel):
     """Threads for the embedded local model; default max(1, min(4, cpu_count - 1))."""
     local_model_path: str | None = None
 
+    @field_validator("openai_api_key", "anthropic_api_key")
+    @classmethod
+    def _check_key(cls, value: str | None) -> str | None:
+        """A key goes into an HTTP header: white space around it (a pasted line break) is dropped,
+        a character inside it that is not printable ASCII is refused (F120: a CR LF in the key
+        added a header to every provider request; a non-Latin-1 one failed each turn)."""
+        if value is None:
+            return None
+        key = value.strip()
+        for i, ch in enumerate(key):
+            if not "\x21" <= ch <= "\x7e":
+                what = "a space" if ch.isspace() and ch.isprintable() else f"U+{ord(ch):04X}"
+                raise ValueError(
+                    f"character {i + 1} of the key is {what}: an API key is printable ASCII without "
+                    "spaces or line breaks; copy it again"
+                )
+        return key or None
+
 
 class Settings(BaseModel):
     """Everything a command needs, resolved once."""

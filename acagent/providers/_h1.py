@@ -28,7 +28,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.abc
@@ -89,15 +89,43 @@ class Request:
         self.url = url
         self.host = split.hostname
         self.port = split.port or 80
-        self.target = (split.path or "/") + (f"?{split.query}" if split.query else "")
+        # As httpx does: a space or a non-ASCII character in the path is percent-encoded.
+        target = (split.path or "/") + (f"?{split.query}" if split.query else "")
+        self.target = quote(target, safe=_TARGET_SAFE)
         self.headers = {"host": split.netloc.rpartition("@")[2], **headers}
         self.headers["content-length"] = str(sum(map(len, parts)))
+        self.headers = {name: _field(name, value) for name, value in self.headers.items()}
         self.parts = parts
 
     def head(self) -> bytes:
         """The request line and headers, ending with the blank line."""
         lines = [f"{self.method} {self.target} HTTP/1.1", *(f"{k}: {v}" for k, v in self.headers.items())]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+_TARGET_SAFE = "/%!$&'()*+,;=:@~-._?"
+_FIELD_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]([\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?|")
+_FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _field(name: str, value: str) -> str:
+    """``value`` without white space at its ends, once HTTP/1.1 allows it (RFC 9110 section 5.5):
+    a line break would end the header and start another one (F120), and a character beyond
+    Latin-1 cannot be sent.
+
+    Raises:
+        ConfigError: naming the header and the character, never the value (it may be a key).
+    """
+    value = value.strip(" \t")
+    if _FIELD_NAME.fullmatch(name) and _FIELD_VALUE.fullmatch(value):
+        return value
+    from acagent.errors import ConfigError
+
+    bad = next((ch for ch in value if not ("\x20" <= ch <= "\x7e" or "\x80" <= ch <= "\xff")), "?")
+    raise ConfigError(
+        f"the {name!r} header of a request has a character HTTP does not allow (U+{ord(bad):04X}); "
+        "check the setting or variable that gives it"
+    )
 
 
 class _Connection:
