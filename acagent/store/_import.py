@@ -25,6 +25,7 @@ its last checkpoint plus the tail, like any other session.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,19 +293,37 @@ def _why(read: TranscriptRead) -> str:
     return f" ({read.lines_skipped} damaged lines skipped)" if read.skipped else ""
 
 
+def _read_and_plan(file: Path, progress: ImportProgress | None) -> tuple[TranscriptRead, ImportPlan]:
+    """The records of ``file`` and the import plan for them (``TranscriptError`` otherwise)."""
+    try:
+        if not stat.S_ISREG(file.stat().st_mode) and not file.is_dir():
+            # /dev/zero never ends (it filled the memory, then a MemoryError traceback); a pipe
+            # waits for a writer. A transcript is a file: `acagent export` writes one.
+            raise TranscriptError(
+                f"{str(file)!r} is not a regular file (a device, pipe or socket); save the transcript "
+                "to a file and import that"
+            )
+        read = read_transcript(file, None if progress is None else lambda d, t: progress("read", d, t))
+        return read, plan_import(read, file)
+    except OSError as exc:
+        raise TranscriptError(f"cannot read {str(file)!r}: {exc.strerror or exc}") from exc
+    except MemoryError:
+        raise TranscriptError(
+            f"{str(file)!r} ({file.stat().st_size:,} bytes) does not fit in the memory this process "
+            "may use; import it where more memory is free"
+        ) from None
+
+
 async def import_transcript(
     journal: Journal, file: Path, sessions_dir: Path, progress: ImportProgress | None = None
 ) -> ImportResult:
     """Import ``file`` as a session (see module docstring); ``progress`` follows the long parts.
 
     Raises:
-        TranscriptError: the file is unreadable or holds no recoverable session.
+        TranscriptError: the file is unreadable, not a regular file, too big for the memory there
+            is, or holds no recoverable session.
     """
-    try:
-        read = read_transcript(file, None if progress is None else lambda d, t: progress("read", d, t))
-    except OSError as exc:
-        raise TranscriptError(f"cannot read {str(file)!r}: {exc.strerror or exc}") from exc
-    plan = plan_import(read, file)
+    read, plan = _read_and_plan(file, progress)
     if not SAFE_SESSION_ID.fullmatch(plan.session_id):  # '../../x' would name a file outside: a new id
         plan = plan_import(read, file, session_id=new_session_id())
     try:
