@@ -7,6 +7,9 @@ and argument fragments, usage), then call :meth:`StreamedResponse.get` for the f
 :class:`Response`, the same object a non-streamed call would return. Parts are assembled by the
 shared :class:`PartsBuilder`, keyed by the part ``index`` the wire format gives.
 
+The data types are dataclasses over :mod:`acagent._value`'s bases, their ``__init__`` written
+out (no per-class code generation at import: issue 12, the one-shot ``run``'s start-up).
+
 Providers never retry by themselves (SDK retries are off): they raise
 :class:`~acagent.errors.ProviderError` with ``retryable`` set, and the loop retries, journals the
 attempt and publishes ``llm.retry``.
@@ -19,6 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from acagent._value import Frozen, Record, init_fields
 from acagent.errors import ContextOverflow, ProviderError, ProviderHTTPError
 from acagent.messages import Message, Part, check_history
 
@@ -46,8 +50,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ToolDefinition:
+@dataclass(init=False, repr=False, eq=False)
+class ToolDefinition(Frozen):
     """A tool offered to the model."""
 
     name: str
@@ -55,9 +59,12 @@ class ToolDefinition:
     parameters: dict[str, Any]
     """JSON schema of the arguments object (from the tool's pydantic argument model)."""
 
+    def __init__(self, name: str, description: str, parameters: dict[str, Any]) -> None:
+        init_fields(self, name=name, description=description, parameters=parameters)
 
-@dataclass(frozen=True)
-class ModelRequest:
+
+@dataclass(init=False, repr=False, eq=False)
+class ModelRequest(Frozen):
     """One LLM call; building one checks its history (:func:`~acagent.messages.check_history`)."""
 
     system: str
@@ -67,17 +74,31 @@ class ModelRequest:
     """Step request id, sent as the ``Idempotency-Key`` header."""
     max_tokens: int = 4096
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        system: str,
+        messages: list[Message],
+        tools: list[ToolDefinition],
+        request_id: str,
+        max_tokens: int = 4096,
+    ) -> None:
         """Check (and deterministically repair) the history: the one check before every request.
 
         Raises:
             InvalidHistory: a history no rule repairs (:func:`acagent.messages.check_history`).
         """
-        object.__setattr__(self, "messages", check_history(self.messages))
+        init_fields(
+            self,
+            system=system,
+            messages=check_history(messages),
+            tools=tools,
+            request_id=request_id,
+            max_tokens=max_tokens,
+        )
 
 
-@dataclass
-class Usage:
+@dataclass(repr=False, eq=False)
+class Usage(Record):
     """Token usage of one step (``input_tokens``, ``output_tokens``)."""
 
     input_tokens: int = 0
@@ -89,26 +110,32 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True)
-class TextDelta:
+@dataclass(init=False, repr=False, eq=False)
+class TextDelta(Frozen):
     """A fragment of the text part at ``index``."""
 
     index: int
     text: str
     kind: Literal["text"] = "text"
 
+    def __init__(self, index: int, text: str, kind: Literal["text"] = "text") -> None:
+        init_fields(self, index=index, text=text, kind=kind)
 
-@dataclass(frozen=True)
-class ReasoningDelta:
+
+@dataclass(init=False, repr=False, eq=False)
+class ReasoningDelta(Frozen):
     """A fragment of the reasoning part at ``index``."""
 
     index: int
     text: str
     kind: Literal["reasoning"] = "reasoning"
 
+    def __init__(self, index: int, text: str, kind: Literal["reasoning"] = "reasoning") -> None:
+        init_fields(self, index=index, text=text, kind=kind)
 
-@dataclass(frozen=True)
-class ToolCallStart:
+
+@dataclass(init=False, repr=False, eq=False)
+class ToolCallStart(Frozen):
     """A new tool call begins at ``index``."""
 
     index: int
@@ -116,30 +143,48 @@ class ToolCallStart:
     name: str
     kind: Literal["tool_call_start"] = "tool_call_start"
 
+    def __init__(
+        self, index: int, tool_call_id: str, name: str, kind: Literal["tool_call_start"] = "tool_call_start"
+    ) -> None:
+        init_fields(self, index=index, tool_call_id=tool_call_id, name=name, kind=kind)
 
-@dataclass(frozen=True)
-class ToolCallArgsDelta:
+
+@dataclass(init=False, repr=False, eq=False)
+class ToolCallArgsDelta(Frozen):
     """A fragment of the JSON argument text of the tool call at ``index``."""
 
     index: int
     args_text: str
     kind: Literal["tool_call_args"] = "tool_call_args"
 
+    def __init__(
+        self, index: int, args_text: str, kind: Literal["tool_call_args"] = "tool_call_args"
+    ) -> None:
+        init_fields(self, index=index, args_text=args_text, kind=kind)
 
-@dataclass(frozen=True)
-class UsageUpdate:
+
+@dataclass(init=False, repr=False, eq=False)
+class UsageUpdate(Frozen):
     """Usage so far (absolute values, not increments); ``None`` fields are unknown."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     kind: Literal["usage"] = "usage"
 
+    def __init__(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        kind: Literal["usage"] = "usage",
+    ) -> None:
+        init_fields(self, input_tokens=input_tokens, output_tokens=output_tokens, kind=kind)
+
 
 StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta | UsageUpdate
 
 
-@dataclass
-class Response:
+@dataclass(repr=False, eq=False)
+class Response(Record):
     """A complete assistant reply."""
 
     parts: list[Part]

@@ -1,6 +1,7 @@
 """The rows a journal returns: sessions, LLM step attempts, tool calls, and a held lease.
 
-Backend-neutral plain dataclasses: every :class:`~acagent.store.Journal` implementation returns
+Backend-neutral plain dataclasses (their ``__eq__`` and ``__repr__`` written once in
+:mod:`acagent._value`, not generated per class at import: issue 12): every :class:`~acagent.store.Journal` implementation returns
 these, field for field (the SQLite columns of ``m001_initial`` carry the same names and comments).
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from acagent._value import Frozen, Record, init_fields
 from acagent.events import Event
 
 __all__ = [
@@ -32,16 +34,19 @@ def new_session_id() -> str:
     return f"ses_{int(time.time() * 1000):011x}{uuid.uuid4().hex[:15]}"
 
 
-@dataclass(frozen=True)
-class Lease:
+@dataclass(init=False, repr=False, eq=False)
+class Lease(Frozen):
     """A held session lease: the worker id and the fencing token it was granted."""
 
     owner: str
     token: int
 
+    def __init__(self, owner: str, token: int) -> None:
+        init_fields(self, owner=owner, token=token)
 
-@dataclass
-class SessionRow:
+
+@dataclass(repr=False, eq=False)
+class SessionRow(Record):
     """One ``session`` row (see the column comments in ``m001_initial``)."""
 
     id: str
@@ -99,8 +104,8 @@ class SessionRow:
         }
 
 
-@dataclass
-class StepRow:
+@dataclass(repr=False, eq=False)
+class StepRow(Record):
     """One ``step`` row: an LLM call attempt."""
 
     session_id: str
@@ -115,8 +120,8 @@ class StepRow:
     finished_at: str | None
 
 
-@dataclass
-class ToolCallRow:
+@dataclass(repr=False, eq=False)
+class ToolCallRow(Record):
     """One ``tool_call`` row: the intent and state of a tool call."""
 
     session_id: str

@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
+from acagent._value import Frozen, init_fields
+
 __all__ = [
     "CapsStore",
     "RecordUsage",
@@ -93,8 +95,8 @@ def m003_usage(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE session ADD COLUMN limits TEXT")
 
 
-@dataclass(frozen=True)
-class RecordUsage:
+@dataclass(init=False, repr=False, eq=False)
+class RecordUsage(Frozen):
     """Journal op: record one LLM call's usage row (and add its tokens to the session totals).
 
     Keyed by the step's ``request_id`` (one row per paid attempt), committed with the step's
@@ -109,6 +111,27 @@ class RecordUsage:
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float | None = None
+
+    def __init__(
+        self,
+        request_id: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cached_input_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        cost_usd: float | None = None,
+    ) -> None:
+        init_fields(
+            self,
+            request_id=request_id,
+            model=model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_input_tokens=cached_input_tokens,
+            reasoning_tokens=reasoning_tokens,
+            cost_usd=cost_usd,
+        )
 
     def apply(self, ctx: Any) -> None:
         """Insert the row inside the commit transaction (``ctx`` is a ``TxContext``)."""
@@ -138,8 +161,8 @@ class RecordUsage:
         )
 
 
-@dataclass(frozen=True)
-class UsageTotals:
+@dataclass(init=False, repr=False, eq=False)
+class UsageTotals(Frozen):
     """Sums over usage rows: tokens, known cost in USD, and how many calls had no known price."""
 
     calls: int = 0
@@ -149,6 +172,27 @@ class UsageTotals:
     reasoning_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0
+
+    def __init__(
+        self,
+        calls: int = 0,
+        input_tokens: int = 0,
+        cached_input_tokens: int = 0,
+        output_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        cost_usd: float = 0.0,
+        unpriced_calls: int = 0,
+    ) -> None:
+        init_fields(
+            self,
+            calls=calls,
+            input_tokens=input_tokens,
+            cached_input_tokens=cached_input_tokens,
+            output_tokens=output_tokens,
+            reasoning_tokens=reasoning_tokens,
+            cost_usd=cost_usd,
+            unpriced_calls=unpriced_calls,
+        )
 
     @property
     def total_tokens(self) -> int:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from acagent._value import Frozen, init_fields
 from acagent.errors import BudgetExceeded
 
 __all__ = ["SESSION_CAPS", "CallEstimate", "Limits", "check_budget"]
@@ -71,12 +72,17 @@ class Limits(BaseModel):
         return self.session_usd is not None or self.daily_usd is not None
 
 
-@dataclass(frozen=True)
-class CallEstimate:
-    """What the next LLM call is expected to cost: tokens and USD (None = price unknown)."""
+@dataclass(init=False, repr=False, eq=False)
+class CallEstimate(Frozen):
+    """What the next LLM call is expected to cost: tokens and USD (None = price unknown).
+
+    (A frozen dataclass with its ``__init__`` written out: :mod:`acagent._value`.)"""
 
     tokens: int
     cost_usd: float | None
+
+    def __init__(self, tokens: int, cost_usd: float | None) -> None:
+        init_fields(self, tokens=tokens, cost_usd=cost_usd)
 
 
 def _exceeded(

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from acagent._value import Frozen, init_fields
+
 __all__ = ["FREE_PROVIDERS", "PriceBook", "Rates", "TokenCounts"]
 
 log = logging.getLogger("acagent.usage")
@@ -31,24 +33,46 @@ FREE_PROVIDERS = frozenset({"local", "ollama"})
 _GENAI_PROVIDER = {"openai": "openai", "anthropic": "anthropic"}
 
 
-@dataclass(frozen=True)
-class TokenCounts:
-    """Tokens of one call. ``input_tokens`` includes ``cached_input_tokens``."""
+@dataclass(init=False, repr=False, eq=False)
+class TokenCounts(Frozen):
+    """Tokens of one call. ``input_tokens`` includes ``cached_input_tokens``.
+
+    (A frozen dataclass with its ``__init__`` written out: :mod:`acagent._value`.)"""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
 
+    def __init__(
+        self,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cached_input_tokens: int = 0,
+        reasoning_tokens: int = 0,
+    ) -> None:
+        init_fields(
+            self,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_input_tokens=cached_input_tokens,
+            reasoning_tokens=reasoning_tokens,
+        )
 
-@dataclass(frozen=True)
-class Rates:
+
+@dataclass(init=False, repr=False, eq=False)
+class Rates(Frozen):
     """USD per million tokens; ``cached_input`` None means the input rate applies."""
 
     input: float
     output: float
     cached_input: float | None = None
     source: str = "config"
+
+    def __init__(
+        self, input: float, output: float, cached_input: float | None = None, source: str = "config"
+    ) -> None:
+        init_fields(self, input=input, output=output, cached_input=cached_input, source=source)
 
     def cost_usd(self, tokens: TokenCounts) -> float:
         """The cost of ``tokens`` at these rates, in USD."""
