@@ -22,7 +22,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from acagent._pids import pid_is_dead
-from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, UserError
+from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, SessionNotFound, UserError
 from acagent.providers._base import Provider
 from acagent.runner._runner import BusyCount, InProcessRunner
 from acagent.runner._sdk import prewarm
@@ -339,8 +339,19 @@ class SessionRegistry(TranscriptKeeper):
         return started
 
     async def hibernate_idle(self) -> int:
-        """Drop idle runners without subscribers from memory. Returns how many were dropped."""
+        """Drop idle runners without subscribers from memory. Returns how many were dropped.
+
+        An idle runner whose session was removed meanwhile (``acagent sessions rm`` writes the
+        journal directly, even while a daemon serves it) first ends its streams with
+        :class:`SessionNotFound`, so their clients learn it instead of waiting forever (F122).
+        """
         dropped = 0
+        for sid, runner in list(self.runners.items()):
+            if not runner.is_busy and len(runner.bus.subscribers) > 1:
+                try:
+                    await self.journal.get_session(sid)
+                except SessionNotFound:
+                    runner.bus.halt(SessionNotFound(f"session {sid} was removed (`acagent sessions rm`)"))
         for sid, runner in list(self.runners.items()):
             if runner.is_busy or any(sub.name != "transcript" for sub in runner.bus.subscribers):
                 continue

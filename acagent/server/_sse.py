@@ -118,8 +118,9 @@ class SSEStream(Response):
         if end in ("evicted", "timeout"):
             data = orjson.dumps({"last_seq": last, "message": reattach_reason(last)})
             tail = b"event: evicted\ndata: " + data + b"\n\n"
-        elif end in ("shutdown", "closed"):
-            data = orjson.dumps({"last_seq": last, "message": f"daemon stopping; {reattach_reason(last)}"})
+        elif end in ("shutdown", "closed", "removed"):
+            why = "session removed" if end == "removed" else f"daemon stopping; {reattach_reason(last)}"
+            data = orjson.dumps({"last_seq": last, "message": why})
             tail = b"event: closed\ndata: " + data + b"\n\n"
         grace = self.state.limits.close_grace_s
         with anyio.move_on_after(grace):

@@ -33,7 +33,7 @@ import orjson
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from acagent.errors import AcagentError, UserError
+from acagent.errors import AcagentError, SessionNotFound, UserError
 from acagent.events import Event
 from acagent.obs import metrics
 from acagent.runner import SubscriberEvicted
@@ -66,6 +66,8 @@ CLOSE_POLICY = 1008
 """WebSocket close code for a client that floods the daemon with frames (``ws_messages_per_s``)."""
 CLOSE_RESTART = 1012
 """WebSocket close code when the daemon shuts down (service restart)."""
+CLOSE_NORMAL = 1000
+"""WebSocket close code when the session was removed while attached (reason ``session removed``)."""
 MAX_SEQ = 2**62
 
 
@@ -183,6 +185,8 @@ async def pump(
                     await _stream(state, conn, send_event, send_reset, timed)
                 except SubscriberEvicted:
                     conn.finish("evicted")
+                except SessionNotFound:  # removed while attached (F122): its clients are told
+                    conn.finish("removed")
                 except DISCONNECTED:  # the client went away mid-send: not an error
                     conn.finish("disconnected")
                 except AcagentError as exc:
@@ -344,6 +348,8 @@ async def _serve_websocket(state: DaemonState, websocket: WebSocket, conn: Strea
         code, reason, grace = CLOSE_POLICY, f"too many frames from the client; {reattach_reason(last)}", 2.0
     elif end in ("shutdown", "closed"):
         code, reason, grace = CLOSE_RESTART, f"daemon stopping; {reattach_reason(last)}", 2.0
+    elif end == "removed":  # a re-attach gets 404 session_not_found
+        code, reason, grace = CLOSE_NORMAL, "session removed", 2.0
     with anyio.move_on_after(grace):
         try:
             await websocket.close(code, reason)

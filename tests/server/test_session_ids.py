@@ -8,12 +8,13 @@ removed the only session; through a daemon the id went into the request path unq
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.server.conftest import ACAGENT
+from tests.server.conftest import ACAGENT, wait_for
 
 HOSTILE = ["", " ", "{sid}/events", "../debug/stats", "{sid}?x=1", "{sid}/../{sid}", "{sid}#"]
 
@@ -63,3 +64,45 @@ def test_an_empty_or_path_like_session_id_names_no_session_f119(
     assert shown.returncode == 0 and "kept" in shown.stdout, shown.stderr
     listed = _cli(env, workspace, "sessions", "list", "--all", "--json")
     assert sid in listed.stdout and '"t"' not in listed.stdout
+
+
+def test_streams_of_a_removed_session_end_and_say_so_f122(start_daemon: Any, workspace: Path) -> None:
+    """``sessions rm`` writes the journal directly, even while a daemon serves the session: its
+    attachers (``acagent attach``, an SSE reader) waited on keep-alives forever (F122)."""
+    d = start_daemon()
+    sid = d.create(workspace)["id"]
+    assert d.send(sid, "say before").status_code == 202
+    d.wait_status(sid, ("done",))
+    attach = subprocess.Popen(
+        [ACAGENT, "attach", sid, "--json"],
+        env=d.env,
+        cwd=workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with d.http.stream("GET", f"/v1/sessions/{sid}/stream", params={"since": 11}, timeout=60) as sse:
+            lines = sse.iter_lines()
+            assert next(lines) == ": stream open"
+            wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 2, what="two attachers")
+            removed = _cli(d.env, workspace, "sessions", "rm", sid)
+            assert removed.returncode == 0, removed.stderr
+            d.http.post("/v1/debug/hibernate")  # the periodic pass, now
+            tail: list[str] = []
+            deadline = time.monotonic() + 40  # keep-alives come every 15 s: the check runs
+            for line in lines:
+                if line and not line.startswith(":"):
+                    tail.append(line)
+                if line.startswith("data:") or time.monotonic() > deadline:
+                    break
+        assert tail[-2:] == ["event: closed", 'data: {"last_seq":11,"message":"session removed"}'], tail
+        out, err = attach.communicate(timeout=30)
+    finally:
+        if attach.poll() is None:
+            attach.kill()
+            attach.wait()
+    assert attach.returncode == 1 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and sid in err, err
+    assert sid not in d.stats()["sessions"]
