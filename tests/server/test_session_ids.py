@@ -98,7 +98,7 @@ def test_streams_of_a_removed_session_end_and_say_so_f122(start_daemon: Any, wor
                 if line.startswith("data:") or time.monotonic() > deadline:
                     break
         assert tail[-2:] == ["event: closed", 'data: {"last_seq":11,"message":"session removed"}'], tail
-        out, err = attach.communicate(timeout=30)
+        _out, err = attach.communicate(timeout=30)
     finally:
         if attach.poll() is None:
             attach.kill()
