@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from acagent.store._rows import TOOL_COLS
 from benchmarks._common import USER_TEXT, bench_settings, echo_tools, scripted_factory, tmp_home
 
 __all__ = ["Template", "make_template", "seed_session"]
@@ -63,7 +64,9 @@ async def make_template(*, tool_calls: bool = True) -> Template:
                 steps = db.execute(
                     f"SELECT {_STEP_COLS} FROM step WHERE session_id = ?", (row.id,)
                 ).fetchall()
-                calls = db.execute("SELECT * FROM tool_call WHERE session_id = ?", (row.id,)).fetchall()
+                calls = db.execute(
+                    f"SELECT {_CALL_COLS} FROM tool_call WHERE session_id = ?", (row.id,)
+                ).fetchall()
                 return steps, calls
 
             steps, calls = await journal._run(q)
@@ -114,7 +117,7 @@ async def seed_session(
             if steps:
                 _insert_steps(db, session_id, steps)
             if calls:
-                db.executemany(f"INSERT INTO tool_call VALUES ({','.join('?' * len(calls[0]))})", calls)
+                _insert_calls(db, session_id, calls)
 
         await journal._run(insert)
         row = await journal.get_session(session_id)
@@ -142,6 +145,9 @@ _STEP_COLS = (
 )
 
 
+_CALL_COLS = ", ".join(TOOL_COLS)
+
+
 def _insert_steps(db: Any, session_id: str, steps: list[Any]) -> None:
     """Insert step rows (``_STEP_COLS`` values) into ``session_id`` with their m009 ``key`` and ``rid``."""
     from acagent.store._sqlite_ops import next_key, step_rid
@@ -151,6 +157,18 @@ def _insert_steps(db: Any, session_id: str, steps: list[Any]) -> None:
         db.execute(
             f"INSERT INTO step (key, rid, {_STEP_COLS}) VALUES (?, ?, {','.join('?' * len(r))})",
             (next_key(db, "step", num), step_rid(r[0], r[1]), *r),
+        )
+
+
+def _insert_calls(db: Any, session_id: str, calls: list[Any]) -> None:
+    """Insert tool-call rows (``_CALL_COLS`` values) into ``session_id`` with their m010 ``key`` and ``tid``."""
+    from acagent.store._sqlite_ops import next_key, step_rid
+
+    (num,) = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
+    for r in calls:
+        db.execute(
+            f"INSERT INTO tool_call (key, tid, {_CALL_COLS}) VALUES (?, ?, {','.join('?' * len(r))})",
+            (next_key(db, "tool_call", num), step_rid(r[0], r[1]), *r),
         )
 
 
@@ -175,7 +193,9 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
         session = db.execute("SELECT * FROM session WHERE id = ?", (session_id,)).fetchone()
         events = db.execute("SELECT * FROM event WHERE session_id = ?", (session_id,)).fetchall()
         steps = db.execute(f"SELECT {_STEP_COLS} FROM step WHERE session_id = ?", (session_id,)).fetchall()
-        calls = db.execute("SELECT * FROM tool_call WHERE session_id = ?", (session_id,)).fetchall()
+        calls = db.execute(
+            f"SELECT {_CALL_COLS} FROM tool_call WHERE session_id = ?", (session_id,)
+        ).fetchall()
         ids = [f"ses_{int(time.time() * 1000):011x}{uuid.uuid4().hex[:15]}" for _ in range(n)]
 
         def sub(row: tuple[Any, ...], new: str) -> tuple[Any, ...]:
@@ -198,11 +218,7 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
                 ],
             )
             _insert_steps(db, new, [sub(r, new) for r in steps])
-            if calls:
-                db.executemany(
-                    f"INSERT INTO tool_call VALUES ({','.join('?' * len(calls[0]))})",
-                    [sub(r, new) for r in calls],
-                )
+            _insert_calls(db, new, [sub(r, new) for r in calls])
         db.execute("COMMIT")
     finally:
         db.close()

@@ -35,7 +35,7 @@ from acagent.store._payload import encode_payload
 from acagent.store._protocol import ImportedSession
 from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
 from acagent.store._sqlite_lease import HOSTNAME, SqliteLeases, transaction
-from acagent.store._sqlite_ops import TxContext, apply_op
+from acagent.store._sqlite_ops import TxContext, apply_op, step_rid
 from acagent.store._sqlite_read import SqliteReads, tool_row
 from acagent.store._usage import UsageQueries
 
@@ -352,15 +352,17 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                 decision and why).
         """
 
+        tid = step_rid(session_id, tool_call_id)  # the m010 index
+
         def tx(db: sqlite3.Connection) -> Any:
             cur = db.execute(
                 "UPDATE tool_call SET approval = ?, approval_note = ?"
-                f" WHERE session_id = ? AND tool_call_id = ? AND {PENDING_APPROVAL}",
-                (decision, note, session_id, tool_call_id),
+                f" WHERE tid = ? AND session_id = ? AND tool_call_id = ? AND {PENDING_APPROVAL}",
+                (decision, note, tid, session_id, tool_call_id),
             )
             row = db.execute(
-                f"SELECT {', '.join(TOOL_COLS)} FROM tool_call WHERE session_id = ? AND tool_call_id = ?",
-                (session_id, tool_call_id),
+                f"SELECT {', '.join(TOOL_COLS)} FROM tool_call WHERE tid = ? AND session_id = ? AND tool_call_id = ?",
+                (tid, session_id, tool_call_id),
             ).fetchone()
             return cur.rowcount, row
 

@@ -50,7 +50,7 @@ class TxContext:
     now: float = 0.0
     """Commit time, unix seconds (``RecordUsage`` takes its local day from it)."""
     num: int = 0
-    """The session's ``num`` (the prefix of its ``event_log`` and ``usage`` keys, m007/m008)."""
+    """The session's ``num`` (the prefix of its ``event_log``, ``usage``, ``step`` and ``tool_call`` keys, m007–m010)."""
 
 
 def _set_status(op: SetStatus, ctx: TxContext) -> Extra:
@@ -94,13 +94,14 @@ def _set_cancel(op: SetCancel, ctx: TxContext) -> Extra:
 
 
 def step_rid(session_id: str, request_id: str) -> int:
-    """The ``step.rid`` of a request id: 64 bits (signed) of its blake2b hash (m009)."""
+    """The ``step.rid`` of a request id (m009), or the ``tool_call.tid`` of a tool call id (m010):
+    64 bits (signed) of the blake2b hash of ``(session_id, request_id)``."""
     digest = hashlib.blake2b(f"{session_id}\0{request_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 
 def next_key(db: sqlite3.Connection, table: str, num: int) -> int:
-    """The next key of session ``num`` in ``table`` (``usage``, ``step``: ``num << 32 | n``)."""
+    """The next key of session ``num`` in ``table`` (``usage``, ``step``, ``tool_call``: ``num << 32 | n``)."""
     lo = num << 32
     last = db.execute(
         f"SELECT key FROM {table} WHERE key < ? ORDER BY key DESC LIMIT 1", (lo + (1 << 32),)
@@ -144,9 +145,11 @@ def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
 
 def _insert_tool_call(op: InsertToolCall, ctx: TxContext) -> Extra:
     ctx.db.execute(
-        "INSERT INTO tool_call (session_id, tool_call_id, turn_id, step_id, idx, name, arguments,"
-        " arguments_error, status, approval, idempotent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO tool_call (key, tid, session_id, tool_call_id, turn_id, step_id, idx, name, arguments,"
+        " arguments_error, status, approval, idempotent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
+            next_key(ctx.db, "tool_call", ctx.num),  # the session's key range (m010)
+            step_rid(ctx.session_id, op.tool_call_id),
             ctx.session_id,
             op.tool_call_id,
             op.turn_id,
@@ -168,8 +171,9 @@ def _update_tool_call(op: UpdateToolCall, ctx: TxContext) -> Extra:
     args: list[Any] = [op.to, *(value for _, value in op.fields)]
     marks = ",".join("?" * len(op.from_))
     cur = ctx.db.execute(
-        f"UPDATE tool_call SET {', '.join(sets)} WHERE session_id = ? AND tool_call_id = ? AND status IN ({marks})",
-        (*args, ctx.session_id, op.tool_call_id, *op.from_),
+        f"UPDATE tool_call SET {', '.join(sets)} WHERE tid = ? AND session_id = ? AND tool_call_id = ?"
+        f" AND status IN ({marks})",
+        (*args, step_rid(ctx.session_id, op.tool_call_id), ctx.session_id, op.tool_call_id, *op.from_),
     )
     if cur.rowcount != 1:
         raise InvalidTransition(

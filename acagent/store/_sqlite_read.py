@@ -27,6 +27,7 @@ from acagent.store._rows import (
     ToolCallRow,
     latest_requests,
 )
+from acagent.store._sqlite_ops import step_rid
 
 __all__ = ["SqliteReads", "select_events", "tool_row"]
 
@@ -275,14 +276,15 @@ class SqliteReads:
         """Tool-call rows of the session (or one turn), in step and position order."""
 
         def q(db: sqlite3.Connection) -> Any:
-            sql = f"SELECT {_TOOL} FROM tool_call WHERE session_id = ?"
-            args: list[Any] = [session_id]
+            # the session's key range (m010), then its id
+            sql = f"SELECT {_TOOL} FROM tool_call WHERE key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32 AND session_id = ?"
+            args: list[Any] = [session_id, session_id, session_id]
             if turn_id is not None:
                 sql += " AND turn_id = ?"
                 args.append(turn_id)
             if open_only:
                 sql += " AND status NOT IN ('done', 'failed')"
-            return db.execute(sql + " ORDER BY rowid", args).fetchall()
+            return db.execute(sql + " ORDER BY key", args).fetchall()
 
         return [tool_row(r) for r in await self._run(q)]
 
@@ -293,23 +295,26 @@ class SqliteReads:
 
         def q(db: sqlite3.Connection) -> Any:
             marks = ",".join("?" * len(ids))
-            return db.execute(
-                f"SELECT tool_call_id FROM tool_call WHERE session_id = ? AND tool_call_id IN ({marks})",
-                (session_id, *ids),
+            return db.execute(  # through the tool_call_tid index (m010)
+                f"SELECT tool_call_id FROM tool_call WHERE tid IN ({marks}) AND session_id = ?"
+                f" AND tool_call_id IN ({marks})",
+                (*(step_rid(session_id, i) for i in ids), session_id, *ids),
             ).fetchall()
 
         return {r[0] for r in await self._run(q)}
 
     async def pending_approvals(self, session_id: str | None = None) -> list[ToolCallRow]:
-        """Tool calls waiting for the user's decision (one session's, or every session's), in order."""
+        """Tool calls waiting for the user's decision (one session's, or every session's), in order
+        (each session's in start order, sessions in creation order)."""
 
         def q(db: sqlite3.Connection) -> Any:
             if session_id is None:
-                return db.execute(
-                    f"SELECT {_TOOL} FROM tool_call WHERE {PENDING_APPROVAL} ORDER BY rowid"
+                return db.execute(  # the partial index (m010; a scan in key order looks cheaper to the planner)
+                    f"SELECT {_TOOL} FROM tool_call INDEXED BY tool_call_pending WHERE {PENDING_APPROVAL} ORDER BY key"
                 ).fetchall()
             return db.execute(
-                f"SELECT {_TOOL} FROM tool_call WHERE session_id = ? AND {PENDING_APPROVAL} ORDER BY rowid",
+                f"SELECT {_TOOL} FROM tool_call INDEXED BY tool_call_pending WHERE session_id = ? AND {PENDING_APPROVAL}"
+                " ORDER BY key",
                 (session_id,),
             ).fetchall()
 
