@@ -314,6 +314,14 @@ def m010_tool_call_by_session(db: sqlite3.Connection) -> None:
     )
 
 
+def m011_usage_by_day(db: sqlite3.Connection) -> None:
+    """The daily totals per ``(day, model)``, kept by a trigger; no ``usage_day`` index (defined in
+    :func:`acagent.store._usage_day.m011_usage_by_day`)."""
+    from acagent.store._usage_day import m011_usage_by_day as create
+
+    create(db)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_transcript_stat,
@@ -325,6 +333,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m008_usage_by_session,
     m009_step_by_session,
     m010_tool_call_by_session,
+    m011_usage_by_day,
 ]
 
 

@@ -230,6 +230,12 @@ _UNPRICED_SUMS = (
 )
 
 
+_DAY_COLS = (
+    "calls, input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, cost_usd, unpriced_calls,"
+    " unpriced_input_tokens, unpriced_cached_input_tokens, unpriced_output_tokens"
+)
+
+
 def _is_sqlite(db: object) -> bool:
     """True for the SQLite journal's connection; False for PostgreSQL's bridge (store/pg/_bridge.py),
     which runs the same query code on its own tables (no ``key`` columns)."""
@@ -276,6 +282,10 @@ def query_totals(
     """
     where: list[str] = []
     args: list[Any] = []
+    if session_id is None and day is not None and _is_sqlite(db):
+        # SQLite (m011): the day's totals per model, kept by the usage_by_day_add trigger
+        sql = f"SELECT 0, model, {_DAY_COLS} FROM usage_by_day WHERE day = ?"
+        return _priced(db.execute(sql, (day,)).fetchall(), price).get(0, UsageTotals())
     if session_id is not None and _is_sqlite(db):
         # SQLite (m008): the session's key range, then its id (a num may be reused). PostgreSQL
         # runs this code through its bridge (store/pg/_bridge.py) on its own usage table.
