@@ -149,15 +149,12 @@ _CALL_COLS = ", ".join(TOOL_COLS)
 
 
 def _insert_steps(db: Any, session_id: str, steps: list[Any]) -> None:
-    """Insert step rows (``_STEP_COLS`` values) into ``session_id`` with their m009 ``key`` and ``rid``."""
-    from acagent.store._sqlite_ops import next_key, step_rid
+    """Insert step rows (``_STEP_COLS`` values) into ``session_id`` as the journal stores them (m012)."""
+    from acagent.store._step_row import insert_step_row
 
     (num,) = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
     for r in steps:
-        db.execute(
-            f"INSERT INTO step (key, rid, {_STEP_COLS}) VALUES (?, ?, {','.join('?' * len(r))})",
-            (next_key(db, "step", num), step_rid(r[0], r[1]), *r),
-        )
+        insert_step_row(db, num, session_id, tuple(r[1:]))
 
 
 def _insert_calls(db: Any, session_id: str, calls: list[Any]) -> None:

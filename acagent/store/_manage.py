@@ -110,8 +110,8 @@ async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> s
                 db.execute("ROLLBACK")
                 return f"session {row.id!r} is {status} in pid {pid}; cancel it first (`acagent attach` or Ctrl-C)"
             num = db.execute("SELECT num FROM session WHERE id = ?", (row.id,)).fetchone()[0]
-            if num is not None:  # its events, steps, tool calls: one key range each (m007, m009, m010)
-                for table in ("event_log", "step", "tool_call"):  # fixed table names
+            if num is not None:  # its events, steps, tool calls: one key range each (m007, m012, m010)
+                for table in ("event_log", "step_log", "tool_call"):  # fixed table names
                     db.execute(f"DELETE FROM {table} WHERE key > ? AND key < ?", (num << 32, (num + 1) << 32))
             db.execute("DELETE FROM session WHERE id = ?", (row.id,))
             db.execute("COMMIT")

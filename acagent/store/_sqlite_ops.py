@@ -31,6 +31,7 @@ from acagent.store._ops import (
     UpdateToolCall,
 )
 from acagent.store._payload import encode_payload
+from acagent.store._step_row import insert_step_row, pack_ts
 from acagent.store._usage import RecordUsage
 
 __all__ = ["TxContext", "apply_op", "next_key", "step_rid"]
@@ -101,7 +102,7 @@ def step_rid(session_id: str, request_id: str) -> int:
 
 
 def next_key(db: sqlite3.Connection, table: str, num: int) -> int:
-    """The next key of session ``num`` in ``table`` (``usage``, ``step``, ``tool_call``: ``num << 32 | n``)."""
+    """The next key of session ``num`` in ``table`` (``usage``, ``step_log``, ``tool_call``: ``num << 32 | n``)."""
     lo = num << 32
     last = db.execute(
         f"SELECT key FROM {table} WHERE key < ? ORDER BY key DESC LIMIT 1", (lo + (1 << 32),)
@@ -110,21 +111,8 @@ def next_key(db: sqlite3.Connection, table: str, num: int) -> int:
 
 
 def _insert_step(op: InsertStep, ctx: TxContext) -> Extra:
-    ctx.db.execute(
-        "INSERT INTO step (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status,"
-        " started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'inflight', ?)",
-        (
-            next_key(ctx.db, "step", ctx.num),
-            step_rid(ctx.session_id, op.request_id),
-            ctx.session_id,
-            op.request_id,
-            op.step_id,
-            op.turn_id,
-            op.digest,
-            op.attempt,
-            ctx.ts,
-        ),
-    )
+    row = (op.request_id, op.step_id, op.turn_id, op.digest, op.attempt, "inflight", None, ctx.ts, None)
+    insert_step_row(ctx.db, ctx.num, ctx.session_id, row)  # the compact row of m012
     ctx.db.execute(
         "UPDATE session SET llm_calls = llm_calls + 1, llm_retries = llm_retries + ? WHERE id = ?",
         (1 if op.attempt > 1 else 0, ctx.session_id),
@@ -133,10 +121,17 @@ def _insert_step(op: InsertStep, ctx: TxContext) -> Extra:
 
 
 def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
-    cur = ctx.db.execute(
-        "UPDATE step SET status = ?, error = ?, finished_at = ?"
-        " WHERE rid = ? AND session_id = ? AND request_id = ? AND status = 'inflight'",
-        (op.status, op.error, ctx.ts, step_rid(ctx.session_id, op.request_id), ctx.session_id, op.request_id),
+    cur = ctx.db.execute(  # the row found through the view (m012), by its rid
+        "UPDATE step_log SET status = ?, error = ?, finished_at = ? WHERE key = (SELECT key FROM step"
+        " WHERE rid = ? AND session_id = ? AND request_id = ?) AND status = 'inflight'",
+        (
+            op.status,
+            op.error,
+            pack_ts(ctx.ts),
+            step_rid(ctx.session_id, op.request_id),
+            ctx.session_id,
+            op.request_id,
+        ),
     )
     if cur.rowcount != 1:
         raise InvalidTransition(f"step {op.request_id!r} is not inflight")

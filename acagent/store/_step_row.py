@@ -1,0 +1,106 @@
+"""The compact ``step_log`` row of m012: what a step's key and its other columns already say is not stored.
+
+A step row was ~300 bytes (the session id three times, the request id holding the step id,
+64 hex digits of digest, two 27-character times), so a 512-byte page held one and every step
+started a new leaf (benchmarks figure 3, bytes per turn). :func:`pack_step` stores, only when
+the value is exactly reproducible (anything else is stored as given):
+
+- ``request_id``: NULL when it is ``step_id|attempt``;
+- ``step_id``: NULL when it is ``session_id|mid|digest[:16]``, ``mid`` (the context seq, or
+  ``compact|<seq>``) stored instead — the session id is the session whose ``num`` is
+  ``key >> 32``;
+- ``digest``: its bytes (BLOB) when it is lowercase hex; ``turn_id``: the 8 bytes after
+  ``turn_`` when it is ``turn_`` + 16 lowercase hex digits;
+- ``started_at`` / ``finished_at``: INTEGER microseconds since the epoch when the text is
+  ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (what :func:`acagent.events.now_ts` writes).
+
+The ``step`` view of m012 decodes them back in SQL (every reader reads the view); its
+expressions and these functions are one format: ``tests/store/test_step_layout.py`` checks them
+against each other.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from datetime import UTC, datetime
+
+__all__ = ["insert_step_row", "pack_step", "pack_ts", "unpack_ts"]
+
+_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+_HEX = re.compile(r"(?:[0-9a-f]{2})+")
+_TURN = re.compile(r"turn_[0-9a-f]{16}")
+
+
+def unpack_ts(us: int) -> str:
+    """The RFC 3339 text of ``us`` microseconds since the epoch (the view's decoding, in Python)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 1_000_000)) + f".{us % 1_000_000:06d}Z"
+
+
+def pack_ts(ts: str | None) -> int | str | None:
+    """``ts`` as INTEGER microseconds when the text is reproduced exactly from them, else ``ts``."""
+    if ts is None or not _TS.fullmatch(ts):
+        return ts
+    try:
+        dt = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError:  # e.g. second 60, month 13
+        return ts
+    us = (int(dt.timestamp()) * 1_000_000) + dt.microsecond
+    return us if us >= 0 and unpack_ts(us) == ts else ts
+
+
+def pack_step(
+    session_id: str, request_id: str, step_id: str, turn_id: str, digest: str, attempt: int
+) -> tuple[str | None, str | None, str | None, str | bytes, str | bytes]:
+    """``(request_id, step_id, mid, turn_id, digest)`` as ``step_log`` stores them (module docstring)."""
+    stored_request: str | None = None if request_id == f"{step_id}|{attempt}" else request_id
+    stored_step: str | None = step_id
+    mid = None
+    head, tail = f"{session_id}|", f"|{digest[:16]}"
+    if step_id.startswith(head) and step_id.endswith(tail) and len(step_id) > len(head) + len(tail):
+        stored_step, mid = None, step_id[len(head) : -len(tail)]
+    stored_digest: str | bytes = bytes.fromhex(digest) if _HEX.fullmatch(digest) else digest
+    stored_turn: str | bytes = bytes.fromhex(turn_id[5:]) if _TURN.fullmatch(turn_id) else turn_id
+    return stored_request, stored_step, mid, stored_turn, stored_digest
+
+
+def insert_step_row(
+    db: sqlite3.Connection,
+    num: int,
+    session_id: str,
+    row: tuple[str, str, str, str, int, str, str | None, str, str | None],
+) -> None:
+    """Insert one step of session ``num`` into ``step_log`` (m012), at the end of its key range.
+
+    Args:
+        row: ``(request_id, step_id, turn_id, digest, attempt, status, error, started_at,
+            finished_at)`` as the ``step`` view reads them back.
+
+    Raises:
+        sqlite3.IntegrityError: the session already has that request id (``step_log_rid``).
+    """
+    from acagent.store._sqlite_ops import next_key, step_rid  # (it imports this module)
+
+    request_id, step_id, turn_id, digest, attempt, status, error, started_at, finished_at = row
+    packed_request, packed_step, mid, packed_turn, packed_digest = pack_step(
+        session_id, request_id, step_id, turn_id, digest, attempt
+    )
+    db.execute(
+        "INSERT INTO step_log (key, rid, request_id, step_id, mid, turn_id, digest, attempt, status, error,"
+        " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            next_key(db, "step_log", num),
+            step_rid(session_id, request_id),
+            packed_request,
+            packed_step,
+            mid,
+            packed_turn,
+            packed_digest,
+            attempt,
+            status,
+            error,
+            pack_ts(started_at),
+            pack_ts(finished_at),
+        ),
+    )
