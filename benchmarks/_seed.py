@@ -200,6 +200,11 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
 
         cols = [r[1] for r in db.execute("PRAGMA table_info(session)")]
         num_at = cols.index("num")
+        old_num = session[num_at]
+        side = db.execute(  # last_message, warnings, approval_rules beside the row (m013)
+            "SELECT key & 3, value FROM session_text WHERE key >= ? AND key < ?",
+            (old_num << 2, (old_num + 1) << 2),
+        ).fetchall()
         texts = [(seq, ts, typ, payload_text(p)) for _sid, seq, ts, typ, p in events]
         db.execute("BEGIN IMMEDIATE")
         for new in ids:
@@ -207,6 +212,7 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
             row = list(sub(session, new))
             row[num_at] = num
             db.execute(f"INSERT INTO session VALUES ({','.join('?' * len(row))})", row)
+            db.executemany("INSERT INTO session_text VALUES (?, ?)", [(num << 2 | f, v) for f, v in side])
             db.executemany(  # event_log (m007): key = num << 32 | seq, payload stored compressed
                 "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)",
                 [

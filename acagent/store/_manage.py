@@ -113,6 +113,9 @@ async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> s
             if num is not None:  # its events, steps, tool calls: one key range each (m007, m012, m010)
                 for table in ("event_log", "step_log", "tool_call"):  # fixed table names
                     db.execute(f"DELETE FROM {table} WHERE key > ? AND key < ?", (num << 32, (num + 1) << 32))
+                db.execute(
+                    "DELETE FROM session_text WHERE key >= ? AND key < ?", (num << 2, (num + 1) << 2)
+                )  # m013
             db.execute("DELETE FROM session WHERE id = ?", (row.id,))
             db.execute("COMMIT")
             return None

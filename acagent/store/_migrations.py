@@ -315,8 +315,7 @@ def m010_tool_call_by_session(db: sqlite3.Connection) -> None:
 
 
 def m011_usage_by_day(db: sqlite3.Connection) -> None:
-    """The daily totals per ``(day, model)``, kept by a trigger; no ``usage_day`` index (defined in
-    :func:`acagent.store._usage_day.m011_usage_by_day`)."""
+    """Daily totals per ``(day, model)`` by a trigger, no ``usage_day`` (:mod:`acagent.store._usage_day`)."""
     from acagent.store._usage_day import m011_usage_by_day as create
 
     create(db)
@@ -331,48 +330,16 @@ def m012_compact_step(db: sqlite3.Connection) -> None:
     bytes a row; the ``step`` view decodes it back (readers, and people with sqlite3, read it;
     writers use ``step_log``). ``step_log_rid`` is m009's ``step_rid`` on the new table.
     """
-    from acagent.store._step_row import insert_step_row
+    from acagent.store._step_row import m012_compact_step as create
 
-    db.execute(
-        """CREATE TABLE step_log (
-            key         INTEGER PRIMARY KEY,        -- session.num << 32 | n (n = 1, 2, … per session)
-            rid         INTEGER NOT NULL,           -- step_rid(session_id, request_id)
-            request_id  TEXT,                       -- NULL: step_id || '|' || attempt
-            step_id     TEXT,                       -- NULL: session id || '|' || mid || '|' || digest[:16]
-            mid         TEXT,                       -- the middle of that step id (context seq, compact|seq)
-            turn_id     NOT NULL,                   -- text, or the 8 bytes of turn_<16 hex>
-            digest      NOT NULL,                   -- text, or the bytes of a lowercase hex digest
-            attempt     INTEGER NOT NULL,
-            status      TEXT NOT NULL,              -- inflight|done|failed
-            error       TEXT,
-            started_at  NOT NULL,                   -- RFC 3339 text, or INTEGER µs since the epoch
-            finished_at                             -- the same; NULL until finished
-        )"""
-    )
-    rows = db.execute(
-        "SELECT s.num, t.session_id, t.request_id, t.step_id, t.turn_id, t.digest, t.attempt, t.status, t.error,"
-        " t.started_at, t.finished_at FROM step t JOIN session s ON s.id = t.session_id ORDER BY t.key"
-    ).fetchall()
-    for num, session_id, *row in rows:
-        insert_step_row(db, num, session_id, tuple(row))
-    db.execute("DROP TABLE step")
-    db.execute("CREATE UNIQUE INDEX step_log_rid ON step_log (rid)")
-    digest = "CASE WHEN typeof(t.digest) = 'blob' THEN lower(hex(t.digest)) ELSE t.digest END"
-    step_id = f"COALESCE(t.step_id, s.id || '|' || t.mid || '|' || substr({digest}, 1, 16))"
+    create(db)
 
-    def ts(col: str) -> str:
-        return (
-            f"CASE WHEN typeof({col}) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {col} / 1000000, 'unixepoch')"
-            f" || printf('.%06dZ', {col} % 1000000) ELSE {col} END"
-        )
 
-    db.execute(
-        "CREATE VIEW step (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status, error,"
-        f" started_at, finished_at) AS SELECT t.key, t.rid, s.id, COALESCE(t.request_id, {step_id} || '|' || t.attempt),"
-        f" {step_id}, CASE WHEN typeof(t.turn_id) = 'blob' THEN 'turn_' || lower(hex(t.turn_id)) ELSE t.turn_id END,"
-        f" {digest}, t.attempt, t.status, t.error, {ts('t.started_at')}, {ts('t.finished_at')}"
-        " FROM step_log t JOIN session s ON s.num = t.key >> 32"
-    )
+def m013_session_text(db: sqlite3.Connection) -> None:
+    """The session's long texts in ``session_text``, beside its row (:mod:`acagent.store._session_text`)."""
+    from acagent.store._session_text import m013_session_text as create
+
+    create(db)
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
@@ -388,6 +355,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m010_tool_call_by_session,
     m011_usage_by_day,
     m012_compact_step,
+    m013_session_text,
 ]
 
 

@@ -34,6 +34,7 @@ from acagent.store._ops import Op
 from acagent.store._payload import encode_payload
 from acagent.store._protocol import ImportedSession
 from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
+from acagent.store._session_text import LAST_MESSAGE, WARNINGS, set_session_text, set_text
 from acagent.store._sqlite_lease import HOSTNAME, SqliteLeases, transaction
 from acagent.store._sqlite_ops import TxContext, apply_op, step_rid
 from acagent.store._sqlite_read import SqliteReads, tool_row
@@ -201,8 +202,7 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                 db.executemany(_INSERT_EVENT, batch)
             db.execute(
                 "UPDATE session SET cwd = ?, title = ?, model = ?, status = ?, created_at = ?, last_seq = ?,"
-                " last_message = ?, checkpoint_seq = ?, checkpoint_bytes = ?, tail_bytes = ?, warnings = ?,"
-                " transcript_stat = ? WHERE id = ?",
+                " checkpoint_seq = ?, checkpoint_bytes = ?, tail_bytes = ?, transcript_stat = ? WHERE id = ?",
                 (
                     s.cwd,
                     s.title,
@@ -210,14 +210,14 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                     s.status,
                     s.created_at or ts,
                     s.last_seq,
-                    (s.last_message or "")[:LAST_MESSAGE_CHARS] or None,
                     *s.checkpoint,
                     s.tail_bytes,
-                    orjson.dumps(s.warnings).decode() if s.warnings else None,
                     orjson.dumps(s.transcript_stat).decode() if s.transcript_stat else None,
                     s.session_id,
                 ),
             )
+            set_text(db, num, LAST_MESSAGE, (s.last_message or "")[:LAST_MESSAGE_CHARS] or None)  # (m013)
+            set_text(db, num, WARNINGS, orjson.dumps(s.warnings).decode() if s.warnings else None)
 
         try:
             await self._run(lambda db: transaction(db, lambda: body(db)))
@@ -303,9 +303,8 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
             )
             sets = "last_seq = ?, updated_at = ?, tail_bytes = ?"
             args: list[Any] = [n.last_seq, ts, n.tail_bytes]
-            if n.last_message is not None:
-                sets += ", last_message = ?"
-                args.append(n.last_message)
+            if n.last_message is not None:  # beside the session row (m013)
+                set_text(db, num, LAST_MESSAGE, n.last_message)
             if n.checkpoint is not None:
                 sets += ", checkpoint_seq = ?, checkpoint_bytes = ?"
                 args.extend(n.checkpoint)
@@ -340,7 +339,8 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
 
     async def set_warnings(self, session_id: str, warnings: list[Any]) -> None:
         """Replace the session's warnings list (shown by ``GET /v1/sessions/{id}``)."""
-        await self._set_column(session_id, "warnings", orjson.dumps(warnings).decode())
+        text = orjson.dumps(warnings).decode()
+        await self._run(lambda db: set_session_text(db, session_id, WARNINGS, text))  # beside the row (m013)
 
     async def resolve_approval(
         self, session_id: str, tool_call_id: str, decision: str, *, note: str | None = None

@@ -18,12 +18,13 @@ import orjson
 from acagent.errors import SessionBusy, SessionNotFound
 from acagent.obs import metrics
 from acagent.store._protocol import IsDead
-from acagent.store._rows import SESSION_COLS, Lease, SessionRow
+from acagent.store._rows import Lease, SessionRow
+from acagent.store._session_text import SESSION_SELECT, session_row
 
 __all__ = ["HOSTNAME", "SqliteLeases", "transaction"]
 
 T = TypeVar("T")
-SESSION_COLUMNS = ", ".join(SESSION_COLS)
+SESSION_COLUMNS = SESSION_SELECT  # the long texts from session_text (m013)
 HOSTNAME = socket.gethostname()
 
 
@@ -132,7 +133,7 @@ class SqliteLeases:
             row = db.execute(
                 f"SELECT {SESSION_COLUMNS}, limits FROM session WHERE id = ?", (session_id,)
             ).fetchone()
-            return lease, (SessionRow(*row[:-1]), row[-1])
+            return lease, (session_row(row), row[-1])
 
         taken_over = [False]  # a holder that never released it (dead or expired): a takeover
         out = await self._run(tx_row)

@@ -31,6 +31,7 @@ from acagent.store._ops import (
     UpdateToolCall,
 )
 from acagent.store._payload import encode_payload
+from acagent.store._session_text import APPROVAL_RULES, set_text
 from acagent.store._step_row import insert_step_row, pack_ts
 from acagent.store._usage import RecordUsage
 
@@ -186,10 +187,7 @@ def _add_usage(op: AddUsage, ctx: TxContext) -> Extra:
 
 
 def _set_approval_rules(op: SetApprovalRules, ctx: TxContext) -> Extra:
-    ctx.db.execute(
-        "UPDATE session SET approval_rules = ? WHERE id = ?",
-        (orjson.dumps(op.rules).decode(), ctx.session_id),
-    )
+    set_text(ctx.db, ctx.num, APPROVAL_RULES, orjson.dumps(op.rules).decode())  # beside the row (m013)
     return None
 
 

@@ -19,7 +19,6 @@ from acagent.store._ops import CONTEXT_TYPES
 from acagent.store._payload import decode_payload
 from acagent.store._rows import (
     PENDING_APPROVAL,
-    SESSION_COLS,
     STEP_COLS,
     TOOL_COLS,
     SessionRow,
@@ -27,12 +26,13 @@ from acagent.store._rows import (
     ToolCallRow,
     latest_requests,
 )
+from acagent.store._session_text import SESSION_SELECT, session_row
 from acagent.store._sqlite_ops import step_rid
 
 __all__ = ["SqliteReads", "select_events", "tool_row"]
 
 T = TypeVar("T")
-_SESSION = ", ".join(SESSION_COLS)
+_SESSION = SESSION_SELECT  # the long texts from session_text (m013)
 _STEP = ", ".join(STEP_COLS)
 _TOOL = ", ".join(TOOL_COLS)
 
@@ -128,7 +128,7 @@ class SqliteReads:
         row = await self._run(q, read=True)
         if row is None:
             raise SessionNotFound(f"no session {session_id!r}; `acagent sessions list --all` lists them")
-        return SessionRow(*row)
+        return session_row(row)
 
     async def find_session(self, prefix: str) -> SessionRow:
         """The session whose id is ``prefix`` or starts with it (unique).
@@ -148,11 +148,11 @@ class SqliteReads:
         rows = await self._run(q, read=True)
         exact = [r for r in rows if r[0] == prefix]
         if exact:
-            return SessionRow(*exact[0])
+            return session_row(exact[0])
         if len(rows) != 1:
             what = "is ambiguous" if rows else "matches no session"
             raise SessionNotFound(f"session id {prefix!r} {what}; `acagent sessions list --all` lists them")
-        return SessionRow(*rows[0])
+        return session_row(rows[0])
 
     async def list_sessions(
         self, *, cwd: str | None = None, limit: int | None = None, statuses: Sequence[str] | None = None
@@ -177,7 +177,7 @@ class SqliteReads:
                 args.append(limit)
             return db.execute(sql, args).fetchall()
 
-        return [SessionRow(*r) for r in await self._run(q, read=True)]
+        return [session_row(r) for r in await self._run(q, read=True)]
 
     async def cancel_requested(self, session_id: str) -> bool:
         """The session's cancel flag (read connection)."""

@@ -26,7 +26,7 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 
-__all__ = ["insert_step_row", "pack_step", "pack_ts", "unpack_ts"]
+__all__ = ["insert_step_row", "m012_compact_step", "pack_step", "pack_ts", "unpack_ts"]
 
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 _HEX = re.compile(r"(?:[0-9a-f]{2})+")
@@ -103,4 +103,48 @@ def insert_step_row(
             pack_ts(started_at),
             pack_ts(finished_at),
         ),
+    )
+
+
+def m012_compact_step(db: sqlite3.Connection) -> None:
+    """Copy m009's ``step`` rows into ``step_log``, packed, and replace the table with the ``step`` view."""
+    db.execute(
+        """CREATE TABLE step_log (
+            key         INTEGER PRIMARY KEY,        -- session.num << 32 | n (n = 1, 2, … per session)
+            rid         INTEGER NOT NULL,           -- step_rid(session_id, request_id)
+            request_id  TEXT,                       -- NULL: step_id || '|' || attempt
+            step_id     TEXT,                       -- NULL: session id || '|' || mid || '|' || digest[:16]
+            mid         TEXT,                       -- the middle of that step id (context seq, compact|seq)
+            turn_id     NOT NULL,                   -- text, or the 8 bytes of turn_<16 hex>
+            digest      NOT NULL,                   -- text, or the bytes of a lowercase hex digest
+            attempt     INTEGER NOT NULL,
+            status      TEXT NOT NULL,              -- inflight|done|failed
+            error       TEXT,
+            started_at  NOT NULL,                   -- RFC 3339 text, or INTEGER µs since the epoch
+            finished_at                             -- the same; NULL until finished
+        )"""
+    )
+    rows = db.execute(
+        "SELECT s.num, t.session_id, t.request_id, t.step_id, t.turn_id, t.digest, t.attempt, t.status, t.error,"
+        " t.started_at, t.finished_at FROM step t JOIN session s ON s.id = t.session_id ORDER BY t.key"
+    ).fetchall()
+    for num, session_id, *row in rows:
+        insert_step_row(db, num, session_id, tuple(row))
+    db.execute("DROP TABLE step")
+    db.execute("CREATE UNIQUE INDEX step_log_rid ON step_log (rid)")
+    digest = "CASE WHEN typeof(t.digest) = 'blob' THEN lower(hex(t.digest)) ELSE t.digest END"
+    step_id = f"COALESCE(t.step_id, s.id || '|' || t.mid || '|' || substr({digest}, 1, 16))"
+
+    def ts(col: str) -> str:
+        return (
+            f"CASE WHEN typeof({col}) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {col} / 1000000, 'unixepoch')"
+            f" || printf('.%06dZ', {col} % 1000000) ELSE {col} END"
+        )
+
+    db.execute(
+        "CREATE VIEW step (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status, error,"
+        f" started_at, finished_at) AS SELECT t.key, t.rid, s.id, COALESCE(t.request_id, {step_id} || '|' || t.attempt),"
+        f" {step_id}, CASE WHEN typeof(t.turn_id) = 'blob' THEN 'turn_' || lower(hex(t.turn_id)) ELSE t.turn_id END,"
+        f" {digest}, t.attempt, t.status, t.error, {ts('t.started_at')}, {ts('t.finished_at')}"
+        " FROM step_log t JOIN session s ON s.num = t.key >> 32"
     )

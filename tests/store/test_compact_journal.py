@@ -291,7 +291,9 @@ async def test_step_and_usage_commits_write_one_page_per_table(tmp_path: Path) -
             await j.commit(row.id, [("step.started", {"n": n})], lease=lease, ops=[insert])
             after_insert = _wal_frames(path)
             await j.commit(row.id, [("usage", {"n": n})], lease=lease, ops=finish)
-        assert _wal_btrees(path, 0, after_insert) == sorted(["event_log", "session", "step_log", "step_log_rid"])
+        assert _wal_btrees(path, 0, after_insert) == sorted(
+            ["event_log", "session", "step_log", "step_log_rid"]
+        )
         assert _wal_btrees(path, after_insert) == sorted(
             ["event_log", "session", "step_log", "usage", "usage_by_day"]
         )

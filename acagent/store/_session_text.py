@@ -1,0 +1,94 @@
+"""The session's long texts, kept beside its row in ``session_text`` (m013): ``last_message``,
+``warnings`` and ``approval_rules``.
+
+Every commit updates the session row (``last_seq``, ``updated_at``, ``tail_bytes``). With the
+500-character ``last_message`` and a warnings list in it, the row was ~1.1 KB: past the ~480 bytes
+a 512-byte page keeps in the leaf, so most columns lived on overflow pages, and a commit rewrote
+them, or — the row's size having changed — freed and reallocated them, writing the freelist too
+(~17 of ~74 WAL frames per benchmark turn, figure 3). In their own rows (``key = num << 2 |
+field``, the value stored like an event payload, compressed when that is smaller,
+:mod:`acagent.store._payload`) the session row stays ~300 bytes in its leaf, and a commit that
+changes ``last_message`` rewrites one small row.
+
+The columns of the same names in ``session`` stay NULL (``approval_rules`` ``'{}'``) since m013;
+:data:`SESSION_SELECT` reads the texts in their place, :func:`session_row` decodes them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from acagent.store._payload import encode_payload, payload_text
+from acagent.store._rows import SESSION_COLS, SessionRow
+
+__all__ = [
+    "APPROVAL_RULES",
+    "LAST_MESSAGE",
+    "SESSION_SELECT",
+    "WARNINGS",
+    "session_row",
+    "set_session_text",
+    "set_text",
+]
+
+LAST_MESSAGE, WARNINGS, APPROVAL_RULES = 1, 2, 3
+"""The ``field`` part of a ``session_text`` key."""
+
+_FIELDS = {"last_message": LAST_MESSAGE, "warnings": WARNINGS, "approval_rules": APPROVAL_RULES}
+_AT = {name: SESSION_COLS.index(name) for name in _FIELDS}
+
+SESSION_SELECT = ", ".join(
+    f"(SELECT value FROM session_text WHERE key = session.num << 2 | {_FIELDS[c]})" if c in _FIELDS else c
+    for c in SESSION_COLS
+)
+"""The :class:`SessionRow` columns of ``SELECT … FROM session`` (rows for :func:`session_row`)."""
+
+
+def session_row(row: Sequence[Any]) -> SessionRow:
+    """A :class:`SessionRow` from a ``SELECT {SESSION_SELECT} FROM session`` row (extra columns ignored)."""
+    values = list(row[: len(SESSION_COLS)])
+    for at in _AT.values():
+        if values[at] is not None:
+            values[at] = payload_text(values[at])
+    if values[_AT["approval_rules"]] is None:
+        values[_AT["approval_rules"]] = "{}"
+    return SessionRow(*values)
+
+
+def set_text(db: sqlite3.Connection, num: int, field: int, value: str | None) -> None:
+    """Store (or, for None and an empty ``approval_rules``, drop) one text of session ``num``."""
+    key = num << 2 | field
+    if value is None or (field == APPROVAL_RULES and value == "{}"):
+        db.execute("DELETE FROM session_text WHERE key = ?", (key,))
+        return
+    db.execute(
+        "INSERT INTO session_text (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, encode_payload(value)),
+    )
+
+
+def set_session_text(db: sqlite3.Connection, session_id: str, field: int, value: str) -> None:
+    """Store one text of the session ``session_id`` (nothing when there is no such session), in one statement."""
+    db.execute(
+        "INSERT INTO session_text (key, value) SELECT num << 2 | ?, ? FROM session WHERE id = ?"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (field, encode_payload(value), session_id),
+    )
+
+
+def m013_session_text(db: sqlite3.Connection) -> None:
+    """Move ``last_message``, ``warnings`` and ``approval_rules`` into ``session_text`` (module docstring)."""
+    db.execute(
+        """CREATE TABLE session_text (
+            key   INTEGER PRIMARY KEY,  -- session.num << 2 | field (1 last_message, 2 warnings, 3 approval_rules)
+            value NOT NULL              -- the text, or its compressed BLOB (store/_payload.py)
+        )"""
+    )
+    rows = db.execute("SELECT num, last_message, warnings, approval_rules FROM session WHERE num IS NOT NULL")
+    for num, last_message, warnings, rules in rows.fetchall():
+        set_text(db, num, LAST_MESSAGE, last_message)
+        set_text(db, num, WARNINGS, warnings)
+        set_text(db, num, APPROVAL_RULES, rules)
+    db.execute("UPDATE session SET last_message = NULL, warnings = NULL, approval_rules = '{}'")

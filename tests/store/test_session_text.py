@@ -1,0 +1,160 @@
+"""The session's long texts beside its row (m013, benchmarks figure 3 bytes per turn).
+
+A journal written before m013 (sessions with a 500-character ``last_message``, a warnings list,
+remembered approval rules) migrates with every session read — get, find, list, lease — returning
+the same values; later writes of each text read back; an import keeps them; removal drops them;
+and a commit that changes ``last_message`` writes one session leaf and one small text row, no
+overflow page (the ~1.1 KB row spilled onto two and churned the freelist).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict
+from pathlib import Path
+
+import orjson
+import pytest
+
+from acagent.events import Event
+from acagent.store import SetApprovalRules, SqliteJournal
+from acagent.store import _migrations as migrations
+from acagent.store._manage import remove_session
+from acagent.store._protocol import ImportedSession
+from acagent.store._sqlite import PAGE_SIZE
+
+pytestmark = pytest.mark.anyio
+
+TS = "2026-01-02T03:04:05.678901Z"
+LONG = ("héllo ✓ — naïve text " * 30)[:500]
+WARN = orjson.dumps(
+    [{"code": "context_window_unknown", "message": "the context window is unknown " * 8}]
+).decode()
+RULES = orjson.dumps({"bash": {"always": ["git status", "ls -la"]}}).decode()
+# (id, num, last_message, warnings, approval_rules)
+_SESSIONS = [
+    ("ses_a", 1, LONG, WARN, RULES),
+    ("ses_b", 2, "short", None, "{}"),
+    ("ses_c", 3, None, None, "{}"),
+]
+
+
+def _pre_m013_database(path: Path) -> None:
+    names = [fn.__name__ for fn in migrations.MIGRATIONS]
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for fn in migrations.MIGRATIONS[: names.index("m012_compact_step") + 1]:
+        db.execute("BEGIN")
+        fn(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?)", (fn.__name__, TS))
+        db.execute("COMMIT")
+    for sid, num, last, warnings, rules in _SESSIONS:
+        db.execute(
+            "INSERT INTO session (id, cwd, title, status, created_at, updated_at, num, last_message, warnings,"
+            " approval_rules) VALUES (?, '/w', 'a title', 'done', ?, ?, ?, ?, ?, ?)",
+            (sid, TS, TS, num, last, warnings, rules),
+        )
+    db.close()
+
+
+async def test_pre_m013_database_reads_every_session_identically(tmp_path: Path) -> None:
+    """Every read returns the old values; new values of each text read back; removal drops them."""
+    path = tmp_path / "old.db"
+    _pre_m013_database(path)
+    j = await SqliteJournal.open(path)
+    try:
+        for sid, _num, last, warnings, rules in _SESSIONS:
+            row = await j.get_session(sid)
+            assert (row.last_message, row.warnings, row.approval_rules) == (last, warnings, rules)
+            assert asdict(await j.find_session(sid)) == asdict(row)
+        listed = {r.id: asdict(r) for r in await j.list_sessions()}
+        assert listed == {sid: asdict(await j.get_session(sid)) for sid, *_ in _SESSIONS}
+        _lease, leased, _limits = await j.lease_session("ses_a", "w1", ttl_s=30)
+        assert (leased.last_message, leased.warnings, leased.approval_rules) == (LONG, WARN, RULES)
+        # later writes: a message commit, the rules op, the warnings
+        await j.commit_unfenced(
+            "ses_b", [("user.message", {"turn_id": "t", "text": "new " * 200})], reason="test"
+        )
+        assert (await j.get_session("ses_b")).last_message == ("new " * 200)[:500]
+        await j.commit_unfenced("ses_b", [], ops=[SetApprovalRules({"x": 1})], reason="test")
+        assert (await j.get_session("ses_b")).approval_rules == '{"x":1}'
+        await j.commit_unfenced("ses_a", [], ops=[SetApprovalRules({})], reason="test")
+        assert (await j.get_session("ses_a")).approval_rules == "{}"
+        await j.set_warnings("ses_c", [{"code": "w"}])
+        assert (await j.get_session("ses_c")).to_public()["warnings"] == [{"code": "w"}]
+        await j.set_warnings("ses_gone", [{"code": "w"}])  # no such session: nothing written
+        assert await remove_session(j, "ses_c", tmp_path / "sessions") is not None
+    finally:
+        await j.aclose()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT DISTINCT last_message, warnings, approval_rules FROM session").fetchall() == [
+        (None, None, "{}")
+    ]
+    assert db.execute("SELECT COUNT(*) FROM session_text WHERE key >> 2 = 3").fetchone() == (0,)
+    texts = db.execute("SELECT key >> 2, key & 3 FROM session_text ORDER BY key").fetchall()
+    assert texts == [
+        (1, 1),
+        (1, 2),
+        (2, 1),
+        (2, 3),
+    ]  # a: message, warnings (rules cleared); b: message, rules
+    db.close()
+
+
+async def test_import_keeps_last_message_and_warnings(tmp_path: Path) -> None:
+    """``import_session`` stores the texts beside the row; every read returns them."""
+    j = await SqliteJournal.open(tmp_path / "a.db")
+    try:
+        s = ImportedSession(
+            "ses_imp", "/w", last_seq=1, last_message=LONG * 2, warnings=[{"code": "transcript_damaged"}]
+        )
+        ev = Event(seq=1, ts=TS, session_id="ses_imp", type="session.created", payload={"cwd": "/w"})
+        await j.import_session(s, [ev])
+        row = await j.get_session("ses_imp")
+        assert row.last_message == (LONG * 2)[:500]
+        assert orjson.loads(row.warnings or "") == [{"code": "transcript_damaged"}]
+    finally:
+        await j.aclose()
+
+
+def _wal_btrees(path: Path) -> list[str]:
+    data = Path(f"{path}-wal").read_bytes()
+    db = sqlite3.connect(path)
+    names = {
+        page: f"{name}:{kind}" for name, page, kind in db.execute("SELECT name, pageno, pagetype FROM dbstat")
+    }
+    db.close()
+    frame = 24 + PAGE_SIZE
+    return sorted(
+        names.get(int.from_bytes(data[off : off + 4], "big"), "?")
+        for off in range(32, len(data) - frame + 1, frame)
+    )
+
+
+async def test_message_commit_writes_one_session_leaf_and_no_overflow(tmp_path: Path) -> None:
+    """With a 500-character last message and a warnings list, a commit writes the session leaf (no
+    overflow page) and the session_text leaf; the session b-tree has no overflow page at all."""
+    path = tmp_path / "a.db"
+    j = await SqliteJournal.open(path)
+    try:
+        row, _ = await j.create_session(cwd="/w", model="m", title="t" * 80)
+        await j.set_warnings(row.id, orjson.loads(WARN))
+        lease = await j.acquire_lease(row.id, "w1", ttl_s=30)
+        seen = []
+        for n in range(2):  # the first round settles the leaves and the file size
+            other = sqlite3.connect(path)
+            assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+            other.close()
+            text = f"{n} " + "the answer, in prose that is long enough to fill the field " * 10
+            await j.commit(row.id, [("assistant.message", {"turn_id": "t", "text": text})], lease=lease)
+            seen.append(_wal_btrees(path))
+        assert [p for p in seen[1] if p.startswith("session")] == ["session:leaf", "session_text:leaf"]
+    finally:
+        await j.aclose()
+    db = sqlite3.connect(path)
+    assert db.execute(
+        "SELECT COUNT(*) FROM dbstat WHERE name = 'session' AND pagetype = 'overflow'"
+    ).fetchone() == (0,)
+    db.close()
