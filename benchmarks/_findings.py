@@ -50,19 +50,29 @@ would have passed on repetition). With those texts and the same 7 + 2 transactio
 of m007 (events in one INTEGER PRIMARY KEY b-tree `session.num << 32 | seq`, no session id per row, payloads
 compressed one event at a time with a preset dictionary, `store/_payload.py`) and 512-byte pages took history 50
 from 160 KB to 87 KB per turn (11.9× → 6.5×); m008/m009 (`usage` and `step` keyed the same way, without their
-`(session_id, request_id)` text indexes; a step's request id stays unique through an 8-byte hash index) and the
-runner's folded transactions (6 + 1) brought it to the table above. Per turn at history 40–60 the WAL gets ~78
-frames of 512 bytes (was ~101 of 1 KiB): the event b-tree ~37 (every transaction rewrites its last, partly
-filled leaf), page 1 ~7 (the file grows), `step` ~10 + `step_rid` ~3.5, the session row ~6, `tool_call` ~8,
-`usage` + `usage_day` ~6; the WAL checkpoint then copies each changed page once more into the database file
-(~12 KB) and the transcript holds the events once (~15 KB, 1.1×, of which compaction snapshots ~2 KB). What is
-left, in order of size: (1) fewer transactions per turn (each costs at least the session page, the event leaf
-and often page 1); (2) compressing a commit's events against each other (an assistant reply's text is in its
-delta, its message and `turn.completed`: per-commit compression is ~4.9× on these events against ~3× per event,
-but an event would no longer decode on its own); (3) `tool_call` the way of `step`; (4) the compaction snapshot
-(`checkpoint`, ~33 KB every few turns) as a position (`context.compacted` holds the summary and
-`first_kept_seq`; the kept messages are events). The transcript alone is 1.1×, so ≤ 2.5× leaves the journal
-~1.4× of the events: about 20 page writes per turn.
+`(session_id, request_id)` text indexes) and the runner's folded transactions (6 + 1) to ~70 KB (5.25×).
+m010–m013 then took the WAL at history 50–90 from 79.1 to 58.9 frames of 512 bytes per turn (41.4 → 30.8 KB;
+the checkpoint's copy into the database file, one page per distinct page of ~1000 frames, 10.3 → 8.7 KB):
+m013 −14.7 frames — the session row, ~1.1 KB with its 500-character `last_message` and warnings list, lived
+mostly on two overflow pages that every commit rewrote, or, the row's size having changed, freed and
+reallocated (~12 freelist-trunk writes per turn); the long texts now sit beside it in `session_text`, one small
+row each; m012 −3.0 (`step` rows ~110 bytes instead of ~300, `store/_step_row.py`: a page held one, so every
+step started a leaf and rewrote its parent); m011 −1.6 (the daily totals as one `usage_by_day` row per day and
+model, kept by a trigger, instead of the `usage_day` index, whose right-edge leaf rebalanced every few calls);
+m010 −1.0 (`tool_call` keyed like `step`, no 70-byte text key index). Per turn now (WAL frames named by
+`dbstat`, `PRAGMA wal_autocheckpoint = 0`, 40 turns after 50): the event b-tree
+24.7 (its last leaf rewritten by each of the ~7 transactions, a new leaf and its parent in most: an overflowing
+payload keeps up to 477 bytes in the leaf), the session leaf 7.2, page 1 5.4 (written whenever a transaction
+allocates a page), `step_log` 4.6 + its hash index 3.3, `tool_call` 4.3 (1.9 of them its overflow page, rewritten
+by both status updates: the compressed arguments are in the updated row) + 1.6, `session_text` 3.0, `usage` 2.9 +
+`usage_by_day` 2.1. The transcript holds the events once (~17 KB, 1.3×). What is left, in order of size: (1)
+fewer transactions per turn (each costs at least page 1, the session leaf, the event leaf and usually its parent:
+~4 frames); (2) compressing a commit's events against each other (an assistant reply's text is in its delta, its
+message and `turn.completed`: per-commit compression is ~4.9× on these events against ~3× per event, but an event
+would no longer decode on its own); (3) `tool_call.arguments` in a row of its own, written once (−2 frames);
+(4) the compaction snapshot (`checkpoint`, ~33 KB every few turns) as a position. Tried and not kept:
+`WITHOUT ROWID` tables (m007). The transcript alone is 1.3×, so ≤ 2.5× leaves the journal ~1.2× of the events:
+about 20 page writes per turn against ~59.
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** Two costs, both visible in the table and the two-thread profile above.
