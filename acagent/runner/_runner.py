@@ -376,7 +376,8 @@ class InProcessRunner(CancelPaths, SessionPorts):
         Raises:
             SessionBusy: a turn runs (here or in another live process).
             UserError: a turn was interrupted and must be finished first.
-            CompactionFailed: nothing older than the last turn to summarise, or a useless summary.
+            CompactionFailed: nothing older than the last turn to summarise, a useless summary, or
+                a cancel (``detail.cancelled``) reached it: the context is unchanged.
         """
         from acagent.runner._compact import compact_now
 
@@ -394,15 +395,23 @@ class InProcessRunner(CancelPaths, SessionPorts):
                 )
             turn = self._new_turn(f"compact_{uuid.uuid4().hex[:12]}")
             self.turn, self.state = turn, RunnerState.RUNNING
-            try:
-                return await compact_now(turn)  # every turn but the last is summarised
-            except CompactionFailed as exc:
-                # A caller that got its 202 (HTTP) learns why from the stream, not only the log.
-                failure = make_payload(
-                    "error", turn_id=turn.turn_id, code=exc.code, message=exc.message, detail=exc.detail
-                )
-                await self.writer.commit([("error", failure)])
-                raise
+            with anyio.CancelScope() as scope:
+                turn.enter(scope)  # a cancel reaches the summary call like a turn's (F123)
+                try:
+                    return await compact_now(turn)  # every turn but the last is summarised
+                except CompactionFailed as exc:
+                    # A caller that got its 202 (HTTP) learns why from the stream, not only the log.
+                    failure = make_payload(
+                        "error", turn_id=turn.turn_id, code=exc.code, message=exc.message, detail=exc.detail
+                    )
+                    await self.writer.commit([("error", failure)])
+                    raise
+            with anyio.CancelScope(shield=True), anyio.move_on_after(15):
+                await turn.finish_cancelled(turn.interrupt_reason or "user", active=False)
+            raise CompactionFailed(
+                f"the compaction of session {self.session_id} was cancelled; the context is unchanged",
+                detail={"cancelled": True},
+            )
         finally:
             await self._release()
 

@@ -163,3 +163,54 @@ async def test_cancel_results_come_before_the_cancelled_status_on_the_stream_f89
     assert results == {"call_A", "call_B"}, types
     tail = [e.type for e in everything if e.seq > got[-1].seq]
     assert tail == ["turn.interrupted"], tail
+
+
+@pytest.mark.parametrize("where", ["this_process", "another_process"])
+async def test_cancel_reaches_a_manual_compaction_f123(
+    tmp_path: Path, mock: MockProvider, workspace: Path, where: str
+) -> None:
+    """A cancel during ``/compact`` (``acagent compact``, ``POST …/compact``) ended nothing: the
+    compaction turn had no cancel scope, so the summary call ran on (up to ``llm_timeout_s``), the
+    cancel answered ``cancelled: true`` and every message got ``session_busy`` meanwhile (F123)."""
+    env = FAST_LEASE if where == "another_process" else {}
+    settings = load_settings(
+        {"home": str(tmp_path / "home"), "base_url": mock.openai_base_url, "model": "openai:mock"}, env=env
+    )
+    async with SessionRegistry.open(settings) as reg:
+        row = await reg.create_session(workspace)
+        runner = await reg.get_runner(row.id)
+        for text in ("one", "two"):
+            mock.script(openai_text(f"answer {text}"))
+            await runner.run_turn(text)
+        body = openai_text("a summary that never comes")
+        mock.script(Script(chunks=split_every(body, len(body) // 2), pause_after=1))
+        async with anyio.create_task_group() as tg:
+            failures: list[BaseException] = []
+
+            async def compact() -> None:
+                try:
+                    await reg.compact(row.id)
+                except Exception as exc:
+                    failures.append(exc)
+
+            tg.start_soon(compact)
+            await anyio.to_thread.run_sync(lambda: mock.wait_paused(1, 30))
+            if where == "this_process":
+                assert await reg.cancel(row.id)
+            else:  # as another process does: the journal's flag, read on the next lease renewal
+                async with SessionRegistry.open(settings) as other:
+                    assert await other.cancel(row.id)
+            with anyio.fail_after(10):
+                while not failures:
+                    await anyio.sleep(0.02)
+        mock.release(5)
+        assert [getattr(e, "detail", None) for e in failures] == [{"cancelled": True}], failures
+        assert not [s for s in await reg.journal.steps(row.id) if s.status == "inflight"]
+        types = [e.type for e in await reg.journal.events(row.id, 0)]
+        assert "context.compacted" not in types
+        mock.script(openai_text("after"))
+        await runner.run_turn("three")
+        assert (await runner.snapshot())["status"] == "done"
+        last = mock.requests[-1]
+        assert last.status == 200, last.error
+        assert len(last.json["messages"]) == 6  # system + 5: nothing was compacted: the whole history is sent
