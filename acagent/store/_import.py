@@ -25,6 +25,7 @@ its last checkpoint plus the tail, like any other session.
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -254,11 +255,24 @@ def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | Non
     if not read.events:
         raise TranscriptError(f"{str(file)!r} holds no event records" + _why(read))
     first = read.events[0]
-    if first.type != "session.created" or _normalize(first) is None:
+    where = f"{str(file)!r} line {read.lines[0]}"
+    if first.type != "session.created":
         raise TranscriptError(
-            f"{str(file)!r} line {read.lines[0]}: the first record is a {first.type} record, not session.created"
-            + _why(read)
+            f"{where}: the first record is a {first.type} record, not session.created" + _why(read)
         )
+    cwd = first.payload.get("cwd")
+    if not isinstance(cwd, str):
+        raise TranscriptError(
+            f"{where}: the session.created record lacks its working directory (cwd)" + _why(read)
+        )
+    if _normalize(first) is None:
+        raise TranscriptError(
+            f"{where}: the session.created record does not fit its event model" + _why(read)
+        )
+    if not os.path.isabs(cwd):
+        # A relative one would move with the directory each later command runs in (the tools'
+        # workspace and the transcript's bucket with it); the daemon refuses one too (F124).
+        raise TranscriptError(f"{where}: the session's working directory {cwd!r} is not an absolute path")
     replay = _Replay()
     for event, line in zip(read.events, read.lines, strict=True):
         replay.add(event, line)
@@ -269,7 +283,7 @@ def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | Non
     events = replay.renumbered(sid)
     plan = ImportPlan(
         session_id=sid,
-        cwd=str(first.payload.get("cwd") or "/"),
+        cwd=cwd,
         title=first.payload.get("title") or _first_user_text(events),
         model=first.payload.get("model"),
         created_at=first.ts,

@@ -8,6 +8,7 @@ bigger than the memory the process may use was a ``MemoryError`` traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,3 +68,43 @@ def test_a_transcript_bigger_than_the_memory_is_one_line_f121(tmp_path: Path) ->
         f.truncate(400 * 1024 * 1024)  # sparse: 400 MiB of NULs (a torn tail), no disk used
     p = _limited_import(tmp_path, str(big), timeout=120)
     _one_line(p, "does not fit in the memory")
+
+
+def _transcript(path: Path, created: dict[str, object]) -> Path:
+    records = [
+        {"seq": 1, "ts": "2026-01-01T00:00:00Z", "session_id": "ses_x1", "type": "session.created", "payload": created},
+        {"seq": 2, "ts": "2026-01-01T00:00:01Z", "session_id": "ses_x1", "type": "user.message",
+         "payload": {"turn_id": "turn_1", "text": "hi"}},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_transcript_without_an_absolute_working_directory_is_refused_f124(tmp_path: Path) -> None:
+    """A relative ``cwd`` was imported as it was: the session's workspace (where its tools run)
+    then moved with the directory each later command ran in; a ``session.created`` without one
+    was refused as "the first record is a session.created record, not session.created"."""
+    env = _env(tmp_path / "home")
+    for created, words in [
+        ({"cwd": "relative/dir", "model": "openai:mock"}, "'relative/dir' is not an absolute path"),
+        ({"model": "openai:mock"}, "lacks its working directory (cwd)"),
+    ]:
+        file = _transcript(tmp_path / "t.jsonl", created)
+        p = subprocess.run(
+            [sys.executable, "-m", "acagent", "import", str(file)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        _one_line(p, words)
+        assert "line 1" in p.stderr
+    file = _transcript(tmp_path / "t.jsonl", {"cwd": str(tmp_path), "model": "openai:mock"})
+    ok = subprocess.run(
+        [sys.executable, "-m", "acagent", "import", str(file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0 and "imported session" in ok.stdout, ok.stderr
