@@ -275,3 +275,19 @@ def test_listing_sessions_imports_no_provider_code(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "acagent.providers._registry" in mods  # the model id was checked
     assert not mods & {"acagent.providers._base", "acagent.providers._openai", "httpx"}, mods
+
+
+def test_payload_annotations_are_objects_not_strings() -> None:
+    """``acagent/_payloads.py`` keeps its annotations evaluated (no ``from __future__ import
+    annotations``): a string annotation is compiled and evaluated by pydantic each time a
+    payload model is built on a one-shot turn."""
+    from acagent._payloads import SPECS
+
+    for event_type, spec in SPECS.items():
+        for klass in spec.__mro__[:-1]:
+            strings = [
+                name
+                for name, value in vars(klass).get("__annotations__", {}).items()
+                if isinstance(value, str)
+            ]
+            assert not strings, (event_type, klass.__name__, strings)
