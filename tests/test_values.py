@@ -11,6 +11,7 @@ import pickle
 import orjson
 import pytest
 
+import acagent.models._windows
 import acagent.providers._base
 import acagent.store._ops
 import acagent.store._rows
@@ -24,6 +25,7 @@ from acagent.store._ops import InsertToolCall, SetStatus, SetTitle, SetTurn, Upd
 from acagent.store._rows import StepRow
 
 MODULES = [
+    acagent.models._windows,
     acagent.providers._base,
     acagent.store._ops,
     acagent.store._rows,

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from acagent._value import Record
+
 __all__ = ["Opened"]
 
 
-@dataclass
-class Opened:
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class Opened(Record):
     """What :func:`acagent.cli._common.open_client` yields."""
 
     client: Any

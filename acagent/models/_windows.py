@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from acagent._value import Frozen, init_fields
+
 __all__ = [
     "UNKNOWN_WINDOW",
     "UNKNOWN_WINDOW_CODE",
@@ -79,13 +81,18 @@ def warn_unknown(model_id: str, compact_at: float = 0.8) -> None:
         log.warning("%s", unknown_window_message(model_id, compact_at))
 
 
-@dataclass(frozen=True)
-class ModelWindow:
-    """Token limits of one model; ``known`` is False when :data:`UNKNOWN_WINDOW` was assumed."""
+@dataclass(init=False, repr=False, eq=False)
+class ModelWindow(Frozen):
+    """Token limits of one model; ``known`` is False when :data:`UNKNOWN_WINDOW` was assumed.
+
+    (A frozen dataclass with its ``__init__`` written out: :mod:`acagent._value`.)"""
 
     context_window: int
     max_output_tokens: int
     known: bool = True
+
+    def __init__(self, context_window: int, max_output_tokens: int, known: bool = True) -> None:
+        init_fields(self, context_window=context_window, max_output_tokens=max_output_tokens, known=known)
 
 
 def model_window(model_id: str, overrides: Mapping[str, Mapping[Any, Any]] | None = None) -> ModelWindow:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from acagent._value import Record
 from acagent.errors import ProviderError, UnexpectedModelBehavior
 from acagent.providers._base import (
     ReasoningDelta,
@@ -116,8 +117,8 @@ def _args_fragment(chunk: dict[str, Any]) -> tuple[int, str] | None:
     return (index, args) if type(args) is str and args else None
 
 
-@dataclass
-class _OpenCall:
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class _OpenCall(Record):
     """A tool call being streamed; ``slot`` is the builder's part index, not the wire index."""
 
     slot: int

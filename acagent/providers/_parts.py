@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from acagent._value import Record
 from acagent.errors import UnexpectedModelBehavior
 from acagent.messages import Part, ReasoningPart, TextPart, ToolCallPart
 from acagent.providers._base import Usage
@@ -136,8 +137,8 @@ class ArgsBuffer:
         return self._complete
 
 
-@dataclass
-class _Slot:
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class _Slot(Record):
     kind: Literal["text", "reasoning", "tool_call"]
     text: list[str] = field(default_factory=list)
     """Fragments, joined once at :meth:`PartsBuilder.build` (tool-call argument text too)."""

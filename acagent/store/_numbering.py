@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from acagent._value import Record
 from acagent.events import Event
 from acagent.store._ops import CONTEXT_TYPES
 
@@ -49,8 +50,8 @@ def commit_order(
     return [*out[:end], *rest, *out[end:]]
 
 
-@dataclass
-class Numbered:
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class Numbered(Record):
     """The events of one commit with their seqs, and the session counters after it."""
 
     events: list[Event] = field(default_factory=list)

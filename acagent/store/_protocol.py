@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from acagent._value import Record
 from acagent.events import Event
 from acagent.store._ops import Op
 from acagent.store._rows import Lease, SessionRow, StepRow, ToolCallRow
@@ -39,8 +40,8 @@ IsDead = Callable[[str | None, int | None], bool]
 """``(lease_host, lease_pid) -> True`` when that holder is known dead (a crashed local process)."""
 
 
-@dataclass
-class ImportedSession:
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class ImportedSession(Record):
     """The session row of an import (:meth:`Journal.import_session`).
 
     The importer fills it while the journal consumes its events: fields are read only once the

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from acagent._value import Record
 from acagent.errors import InvalidTransition
 from acagent.store._ops import (
     AddUsage,
@@ -40,8 +41,8 @@ __all__ = ["TxContext", "apply_op", "next_key", "step_rid"]
 Extra = tuple[str, dict[str, Any]] | None
 
 
-@dataclass
-class TxContext:
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class TxContext(Record):
     """State visible to ops inside one commit transaction."""
 
     db: sqlite3.Connection

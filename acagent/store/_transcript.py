@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from acagent._private import private_dir, private_file
+from acagent._value import Record
 from acagent.errors import TranscriptError
 from acagent.events import Event
 
@@ -83,8 +84,8 @@ def transcript_path(sessions_dir: Path, cwd: str, session_id: str) -> Path:
     return sessions_dir / cwd_bucket(cwd) / f"{session_id}.jsonl"
 
 
-@dataclass
-class TranscriptRead:
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class TranscriptRead(Record):
     """The result of reading a transcript."""
 
     events: list[Event]
