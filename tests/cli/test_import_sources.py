@@ -84,27 +84,14 @@ def test_a_transcript_without_an_absolute_working_directory_is_refused_f124(tmp_
     """A relative ``cwd`` was imported as it was: the session's workspace (where its tools run)
     then moved with the directory each later command ran in; a ``session.created`` without one
     was refused as "the first record is a session.created record, not session.created"."""
-    env = _env(tmp_path / "home")
     for created, words in [
         ({"cwd": "relative/dir", "model": "openai:mock"}, "'relative/dir' is not an absolute path"),
         ({"model": "openai:mock"}, "lacks its working directory (cwd)"),
     ]:
         file = _transcript(tmp_path / "t.jsonl", created)
-        p = subprocess.run(
-            [sys.executable, "-m", "acagent", "import", str(file)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        p = _limited_import(tmp_path, str(file), timeout=60)
         _one_line(p, words)
         assert "line 1" in p.stderr
     file = _transcript(tmp_path / "t.jsonl", {"cwd": str(tmp_path), "model": "openai:mock"})
-    ok = subprocess.run(
-        [sys.executable, "-m", "acagent", "import", str(file)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    ok = _limited_import(tmp_path, str(file), timeout=60)
     assert ok.returncode == 0 and "imported session" in ok.stdout, ok.stderr
