@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import re
 import time
 from collections.abc import Iterable
@@ -112,9 +113,10 @@ class Limits:
             try:
                 number = kind(value)
             except ValueError:
-                raise ValueError(f"--limit {pair!r}: {name} takes a {kind.__name__}") from None
-            if number <= 0:
-                raise ValueError(f"--limit {pair!r}: {name} must be positive")
+                what = "a whole number" if kind is int else "a number"
+                raise ValueError(f"--limit {pair!r}: {name} takes {what}") from None
+            if not math.isfinite(number) or number <= 0:  # nan / inf switched the limit off (F125)
+                raise ValueError(f"--limit {pair!r}: {name} must be a positive finite number")
             changes[name] = number
         return dataclasses.replace(self, **changes)
 

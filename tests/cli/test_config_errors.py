@@ -188,12 +188,24 @@ def test_a_timing_relation_names_the_values_not_every_constant(tmp_path: Path) -
     ), line
 
 
-@pytest.mark.parametrize("pair", ["bad=1", "max_body_bytes", "max_body_bytes=lots", "ws_burst=0"])
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "bad=1",
+        "max_body_bytes",
+        "max_body_bytes=lots",
+        "ws_burst=0",
+        "header_timeout_s=nan",  # F125: a NaN or infinite limit was taken and switched the limit off
+        "send_timeout_s=inf",
+        "ws_messages_per_s=NaN",
+        "idempotency_ttl_s=-inf",
+    ],
+)
 def test_a_bad_serve_limit_is_a_usage_error(tmp_path: Path, pair: str) -> None:
     """``serve --limit bad=1`` printed its line but exited 1, like a runtime failure; a bad option is 2."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
-    proc = _acagent(home, "serve", "--limit", pair)
+    proc = _acagent(home, "serve", "--port", "0", "--limit", pair)
     line = _one_line(proc)
     assert proc.returncode == 2, (proc.returncode, line)
     assert line.startswith("acagent: error: --limit "), line
