@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import orjson
+from pydantic import ConfigDict
 
 from acagent.events import Event
 
@@ -20,6 +21,7 @@ __all__ = ["ReplayedEvent", "SessionClient"]
 class ReplayedEvent(Event):
     """A pending ``approval.requested`` re-sent on (re)connect (F14); its seq may be ≤ ``since``."""
 
+    model_config = ConfigDict(defer_build=True)  # built on the first replay, not at every start
     replay: bool = True
 
     def to_dict(self) -> dict[str, Any]:

@@ -57,7 +57,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 class ServerConfig(BaseModel):
     """One ``[mcp.servers.NAME]`` table (exactly one of ``command`` and ``url``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on the first server seen
 
     command: list[str] | None = None
     """stdio: the program and its arguments (no shell)."""
@@ -104,7 +104,7 @@ class ServerConfig(BaseModel):
 class McpConfig(BaseModel):
     """The whole ``[mcp]`` table."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on the first table seen
 
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
 
@@ -162,8 +162,10 @@ def parse_mcp_table(table: Any, path: Path) -> McpConfig:
     """
     from acagent.config_errors import config_error, find_line
 
+    if not table:  # most setups configure no server: nothing to validate, no model to build
+        return McpConfig.model_construct(servers={})
     try:
-        config = McpConfig.model_validate(table or {})
+        config = McpConfig.model_validate(table)
     except ValidationError as exc:
         raise config_error(exc, path=path, in_file={"mcp": table}, prefix=("mcp",)) from None
     for name in config.servers:

@@ -30,7 +30,7 @@ __all__ = ["McpArgs", "McpTool", "ToolSet"]
 class McpArgs(BaseModel):
     """Any JSON object: the server validates its own arguments against its schema."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)  # built on the first MCP call
 
 
 class McpTool(Tool):

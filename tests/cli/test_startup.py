@@ -142,7 +142,13 @@ import atexit, gc, json, sys
 def report():
     from acagent import events
     built = sorted(events.EVENT_TYPES._built)
-    sys.stderr.write("PROBE " + json.dumps({"gc": gc.isenabled(), "frozen": gc.get_freeze_count(), "built": built}) + "\\n")
+    deferred = {}
+    for module, name in [("acagent.mcp._config", "McpConfig"), ("acagent.mcp._config", "ServerConfig"),
+                         ("acagent.mcp._tool", "McpArgs"), ("acagent.client._base", "ReplayedEvent")]:
+        model = getattr(sys.modules.get(module), name, None)
+        deferred[name] = None if model is None else model.__pydantic_complete__
+    sys.stderr.write("PROBE " + json.dumps({"gc": gc.isenabled(), "frozen": gc.get_freeze_count(), "built": built,
+                                            "deferred": deferred}) + "\\n")
 atexit.register(report)
 sys.argv = ["acagent", *sys.argv[1:]]
 from acagent._entry import main
@@ -181,7 +187,9 @@ def test_one_shot_turn_builds_only_the_payload_models_it_validates(
     tmp_path: Path, mock: MockProvider
 ) -> None:
     """An event type's payload model is built the first time that type is journaled
-    (``acagent/_payloads.py``): the types a tool-call turn never emits cost nothing. And start-up
+    (``acagent/_payloads.py``): the types a tool-call turn never emits cost nothing; so are the
+    MCP configuration and argument models and the replayed-event model (``defer_build``: no
+    server is configured, nothing is replayed). And start-up
     ran with the garbage collector held off: at exit it is on again, over a frozen start-up heap
     (``acagent/_entry.py`` ``settled``)."""
     work = tmp_path / "w"
@@ -195,6 +203,8 @@ def test_one_shot_turn_builds_only_the_payload_models_it_validates(
     assert {"user.message", "tool.call", "tool.result", "turn.completed"} <= set(seen["built"])
     assert set(seen["built"]) <= emitted - trusted, (seen["built"], emitted)
     assert seen["gc"] is True and seen["frozen"] > 1000, seen
+    # No MCP server configured, no approval to replay: those models are defined, never built.
+    assert seen["deferred"] == dict.fromkeys(["McpConfig", "ServerConfig", "McpArgs", "ReplayedEvent"], False), seen
 
 
 def test_other_commands_turn_the_collector_back_on(tmp_path: Path) -> None:
