@@ -18,6 +18,7 @@ the partial text of the step when it sees it (there is no separate discard event
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Union
@@ -37,9 +38,19 @@ __all__ = [
 ]
 
 
+_second: tuple[int, str] = (-1, "")
+"""The last whole second :func:`now_ts` formatted, and its text (``strftime`` was most of its
+cost); one tuple, replaced whole, so a thread never pairs one second with another's text."""
+
+
 def now_ts() -> str:
     """The current UTC time as RFC 3339 with microseconds and a ``Z`` suffix."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    global _second
+    sec, us = divmod(time.time_ns() // 1000, 1_000_000)
+    cached = _second
+    if cached[0] != sec:
+        cached = _second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{us:06d}Z"
 
 
 class Event(BaseModel):

@@ -9,7 +9,10 @@ All measured in one process on the same file system, interleaved in rounds:
 - **aiosqlite hop**: the same raw commit run through aiosqlite's worker thread (what any asyncio
   program pays to keep SQLite off the event loop);
 - **acagent**: :meth:`SqliteJournal.commit` of one small ``user.message`` event (seq assignment,
-  fencing check, session row update, one transaction), durability ``normal`` and ``full``.
+  fencing check, session row update, one transaction), durability ``normal`` (run on the event
+  loop's thread, ``acagent/store/_sqlite_conn.py``) and ``full`` (on the write connection's
+  thread: its fsync stays off the loop), and ``normal`` sent to the thread the way a commit is
+  when another connection holds the write lock (the same journal with its inline writes off).
 """
 
 from __future__ import annotations
@@ -49,29 +52,12 @@ def _raw_commit(db: sqlite3.Connection, seq: int) -> None:
     db.execute("COMMIT")
 
 
-def _inline_journal_class() -> Any:
-    """A benchmark-only SqliteJournal whose transactions run on the calling thread (no aiosqlite hop).
-
-    Same transaction code (``SqliteJournal.commit``'s ``tx``), same pragmas, on a stdlib connection
-    owned by the event-loop thread: the difference to the real journal is the thread hop alone.
-    """
+async def _open_via_thread(path: Path) -> Any:
+    """A real journal (durability normal) whose commits take the thread path, as when busy."""
     from acagent.store import SqliteJournal
 
-    class InlineJournal(SqliteJournal):
-        inline: sqlite3.Connection | None = None
-
-        async def _run(self, fn: Any, *, read: bool = False) -> Any:
-            if self.inline is None:
-                return await super()._run(fn, read=read)
-            return fn(self.inline)
-
-    return InlineJournal
-
-
-async def _open_inline(path: Path) -> Any:
-    journal = await _inline_journal_class().open(path)
-    journal.inline = _raw_conn(path, "NORMAL")
-    journal.inline.execute("PRAGMA busy_timeout = 10000")
+    journal = await SqliteJournal.open(path)
+    journal._inline_writes = False  # benchmark-only: what _run_short does when it cannot run inline
     return journal
 
 
@@ -93,7 +79,7 @@ async def _measure(n: int, n_fsync: int, rounds: int) -> dict[str, list[float]]:
             "fsync append",
             "aiosqlite NORMAL",
             "acagent normal",
-            "acagent normal, no hop",
+            "acagent normal, via the thread",
             "acagent full",
         )
     }
@@ -111,7 +97,7 @@ async def _measure(n: int, n_fsync: int, rounds: int) -> dict[str, list[float]]:
             d: await SqliteJournal.open(home / f"acagent-{d}" / "acagent.db", durability=d)
             for d in ("normal", "full")
         }
-        journals["normal, no hop"] = await _open_inline(home / "acagent-inline" / "acagent.db")
+        journals["normal, via the thread"] = await _open_via_thread(home / "acagent-thread" / "acagent.db")
         sids = {}
         leases = {}
         for d, j in journals.items():
@@ -152,7 +138,7 @@ async def _measure(n: int, n_fsync: int, rounds: int) -> dict[str, list[float]]:
                         ("raw NORMAL", raw_normal),
                         ("aiosqlite NORMAL", aio_normal),
                         ("acagent normal", acagent("normal")),
-                        ("acagent normal, no hop", acagent("normal, no hop")),
+                        ("acagent normal, via the thread", acagent("normal, via the thread")),
                     ],
                 ),
                 (
@@ -176,8 +162,6 @@ async def _measure(n: int, n_fsync: int, rounds: int) -> dict[str, list[float]]:
             os.close(fd)
             await aconn.close()
             for j in journals.values():
-                if getattr(j, "inline", None) is not None:
-                    j.inline.close()
                 await j.aclose()
     return res
 
@@ -199,7 +183,7 @@ def run(quick: bool) -> Figure:
         "fsync append",
         "aiosqlite NORMAL",
         "acagent normal",
-        "acagent normal, no hop",
+        "acagent normal, via the thread",
         "acagent full",
     ]
     st = {k: st[k] for k in order}
@@ -216,15 +200,16 @@ def run(quick: bool) -> Figure:
     ratio = st["acagent normal"].median / st["raw NORMAL"].median
     ratio_full = st["acagent full"].median / st["raw FULL"].median
     hop = st["aiosqlite NORMAL"].median / st["raw NORMAL"].median
-    inline = st["acagent normal, no hop"].median
+    thread = st["acagent normal, via the thread"].median
     fig.text.append(
-        f"The thread hop alone (aiosqlite running the same raw commit) costs {hop:.1f}× the raw commit. acagent's "
-        f"transaction run on the calling thread (benchmark-only subclass overriding `SqliteJournal._run`, same "
-        f"`commit` code) takes {inline:.0f} µs ({inline / st['raw NORMAL'].median:.1f}× raw: 5 statements — BEGIN "
-        f"IMMEDIATE, SELECT session, INSERT event, UPDATE session, COMMIT — and an `Event` model per event), so of "
-        f"acagent's {st['acagent normal'].median:.0f} µs about {st['acagent normal'].median - inline:.0f} µs is the "
-        f'hop. With `durability = "full"` the fsync dominates and the commit is {ratio_full:.2f}× the raw FULL '
-        "commit."
+        f"The thread hop alone (aiosqlite running the same raw commit) costs {hop:.1f}× the raw commit, so a "
+        f'`durability = "normal"` commit runs on the event loop\'s thread (`SqliteJournal._run_short`, '
+        f"`acagent/store/_sqlite_conn.py`): four statements (BEGIN IMMEDIATE; UPDATE session, its WHERE checking "
+        f"the fencing token and the last_seq this journal wrote, so no SELECT; INSERT event; COMMIT), an `Event` "
+        f"model and a compressed payload per event (`acagent/store/_sqlite_commit.py`). The same "
+        f"commit sent to the write connection's thread — what happens when another connection holds the write lock "
+        f'— takes {thread:.0f} µs ({thread / st["raw NORMAL"].median:.1f}× raw). With `durability = "full"` the '
+        f"commit stays on the thread, the fsync dominates and it is {ratio_full:.2f}× the raw FULL commit."
     )
     passed = ratio <= 3.0
     fig.targets.append(
@@ -278,10 +263,7 @@ def _bytes_per_turn(fig: Figure, quick: bool) -> None:
 
 
 def _profile() -> str:
-    """cProfile of the event-loop thread and, separately, of the journal's writer thread."""
-    import cProfile
-
-    from benchmarks._common import format_profile
+    """cProfile of the event-loop thread (where a durability-normal commit runs)."""
 
     async def go() -> str:
         from acagent.events import make_payload
@@ -293,21 +275,11 @@ def _profile() -> str:
                 row, _ = await j.create_session(cwd=str(home), model=None, title=None)
                 lease = await j.acquire_lease(row.id, "bench", ttl_s=3600)
                 payload: Any = make_payload("user.message", turn_id="turn_0123456789abcdef", text="small")
-                worker = cProfile.Profile()
-                await j._w._execute(worker.enable)  # type: ignore[attr-defined]  # profile the writer thread
-                t0 = time.perf_counter()
                 with Profiled() as prof:
                     for _ in range(2000):
                         await j.commit(row.id, [("user.message", payload)], lease=lease)
-                await j._w._execute(worker.disable)  # type: ignore[attr-defined]
-                wall = time.perf_counter() - t0
             finally:
                 await j.aclose()
-        return (
-            "event-loop thread:\n"
-            + prof.text
-            + "\njournal writer thread (aiosqlite worker, where the transaction runs):\n"
-            + format_profile(worker, wall, 14, "acagent", "journal writer thread")
-        )
+        return "event-loop thread:\n" + prof.text
 
     return anyio.run(go)

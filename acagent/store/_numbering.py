@@ -20,7 +20,15 @@ from acagent._value import Record
 from acagent.events import Event
 from acagent.store._ops import CONTEXT_TYPES
 
-__all__ = ["LAST_MESSAGE_CHARS", "Numbered", "commit_order", "number_events"]
+__all__ = [
+    "LAST_MESSAGE_CHARS",
+    "Folded",
+    "Numbered",
+    "commit_order",
+    "fold_events",
+    "make_events",
+    "number_events",
+]
 
 LAST_MESSAGE_CHARS = 500
 
@@ -51,6 +59,46 @@ def commit_order(
 
 
 @dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
+class Folded(Record):
+    """What one commit's events add to the session counters, before they have seqs."""
+
+    payloads: list[str] = field(default_factory=list)
+    """The JSON text of each event's payload (what the backend stores), in order."""
+    tail_bytes: int = 0
+    """Context bytes after the commit's last checkpoint (all of them when there is none)."""
+    last_message: str | None = None
+    """New ``last_message`` (already cut), or None when the commit carries no text."""
+    checkpoint: tuple[int, int] | None = None
+    """``(1-based position in the commit, payload bytes)`` of its last checkpoint, or None."""
+
+
+def fold_events(events: Sequence[tuple[str, dict[str, Any]]]) -> Folded:
+    """The payload texts and counters of ``events`` (see the module docstring)."""
+    out = Folded()
+    for i, (typ, payload) in enumerate(events, start=1):
+        text = orjson.dumps(payload).decode()
+        out.payloads.append(text)
+        if typ in CONTEXT_TYPES:
+            out.tail_bytes += len(text)
+            if typ != "tool.result" and payload.get("text"):
+                out.last_message = str(payload["text"])[:LAST_MESSAGE_CHARS]
+        elif typ == "checkpoint":
+            out.checkpoint = (i, len(text))
+            out.tail_bytes = 0
+    return out
+
+
+def make_events(
+    session_id: str, last_seq: int, ts: str, events: Sequence[tuple[str, dict[str, Any]]]
+) -> list[Event]:
+    """``events`` as :class:`Event` envelopes numbered ``last_seq + 1, + 2, …``."""
+    return [
+        Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload)
+        for seq, (typ, payload) in enumerate(events, start=last_seq + 1)
+    ]
+
+
+@dataclass(repr=False, eq=False)  # eq and repr: acagent._value.Record
 class Numbered(Record):
     """The events of one commit with their seqs, and the session counters after it."""
 
@@ -73,19 +121,12 @@ def number_events(
     events: Sequence[tuple[str, dict[str, Any]]],
 ) -> Numbered:
     """Number ``events`` after ``last_seq`` (see the module docstring)."""
-    out = Numbered(last_seq=last_seq, tail_bytes=tail_bytes)
-    seq = last_seq
-    for typ, payload in events:
-        seq += 1
-        text = orjson.dumps(payload).decode()
-        out.payloads.append(text)
-        out.events.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload))
-        if typ in CONTEXT_TYPES:
-            out.tail_bytes += len(text)
-            if typ != "tool.result" and payload.get("text"):
-                out.last_message = str(payload["text"])[:LAST_MESSAGE_CHARS]
-        elif typ == "checkpoint":
-            out.checkpoint = (seq, len(text))
-            out.tail_bytes = 0
-    out.last_seq = seq
-    return out
+    f = fold_events(events)
+    return Numbered(
+        events=make_events(session_id, last_seq, ts, events),
+        payloads=f.payloads,
+        last_seq=last_seq + len(events),
+        tail_bytes=f.tail_bytes if f.checkpoint is not None else tail_bytes + f.tail_bytes,
+        last_message=f.last_message,
+        checkpoint=None if f.checkpoint is None else (last_seq + f.checkpoint[0], f.checkpoint[1]),
+    )

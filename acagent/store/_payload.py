@@ -53,10 +53,20 @@ _DICT_V1 = (
 )
 
 
+_SMALL = 1024
+"""Payloads up to this many bytes (most events) are compressed by a copy of :data:`_SMALL_Z`."""
+_SMALL_Z = zlib.compressobj(6, zlib.DEFLATED, -12, 4, zdict=_DICT_V1)
+"""A compressor primed with the dictionary, with a 4 KiB window and a small hash (``memLevel``
+4): copying it costs less than setting up a 32 KiB-window compressor and its dictionary, which
+was most of a small commit's Python time (benchmarks figure 3). Same stream format (raw deflate
+with :data:`_DICT_V1`; the 32 KiB-window decoder reads it), and for payloads this small the
+same bytes as the large compressor in practice (``tests/store/test_payload_format.py``)."""
+
+
 def encode_payload(text: str) -> str | bytes:
     """What to store for a payload's JSON ``text``: the compressed BLOB, or ``text`` if not smaller."""
     raw = text.encode()
-    z = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICT_V1)
+    z = _SMALL_Z.copy() if len(raw) <= _SMALL else zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICT_V1)
     packed = bytes((FORMAT_DEFLATE_V1,)) + z.compress(raw) + z.flush()
     return packed if len(packed) < len(raw) else text
 

@@ -1,13 +1,17 @@
 """SqliteJournal: the SQLite implementation of :class:`~acagent.store.Journal`.
 
 - One write connection per process (aiosqlite, WAL, ``synchronous=NORMAL`` by default, FULL with
-  ``durability="full"``), ``busy_timeout`` per connection so concurrent writers wait instead of
-  failing with "database is locked"; a second connection serves reads (replay, listings) so an
-  attacher's replay never queues behind a write (:mod:`acagent.store._sqlite_read`).
+  ``durability="full"``), ``busy_timeout`` so concurrent writers wait instead of failing with
+  "database is locked"; a second connection serves reads (replay, listings) so an attacher's
+  replay never queues behind a write (:mod:`acagent.store._sqlite_read`). How calls reach the
+  connections — a thread hop, or inline on the event loop for short calls of the write connection
+  with ``durability="normal"`` — is :mod:`acagent.store._sqlite_conn`.
 - :meth:`SqliteJournal.commit` is the one choke point for durable writes: under ``BEGIN IMMEDIATE``
   it checks the writer's fencing token, applies the guarded ops (:mod:`acagent.store._sqlite_ops`),
-  numbers and appends the events (:mod:`acagent.store._numbering`) and commits — one function run
-  on the connection's thread (one thread hop per transaction, not one per statement).
+  numbers and appends the events (:mod:`acagent.store._numbering`) and commits — one function
+  (:mod:`acagent.store._sqlite_commit`) run inline or on the connection's thread (never one hop
+  per statement); a commit with more than :data:`~acagent.store._sqlite_commit.INLINE_MAX_CHARS`
+  of payload text always runs on the thread.
 - New databases use 512-byte pages (:data:`PAGE_SIZE`): a WAL frame is one page, and a small commit
   that appends a few hundred bytes then writes about 0.5 KiB per touched page instead of 4 KiB.
 """
@@ -17,32 +21,31 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import aiosqlite
 import orjson
 
 from acagent._private import private_dir
-from acagent.errors import ApprovalNotFound, JournalError, SessionNotFound, StaleLease
+from acagent.errors import ApprovalNotFound, JournalError
 from acagent.events import Event, make_payload, now_ts
 from acagent.store._migrations import migrate
-from acagent.store._numbering import LAST_MESSAGE_CHARS, commit_order, number_events
+from acagent.store._numbering import LAST_MESSAGE_CHARS
 from acagent.store._ops import Op
-from acagent.store._payload import encode_payload
 from acagent.store._protocol import ImportedSession
 from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
 from acagent.store._session_text import LAST_MESSAGE, WARNINGS, set_session_text, set_text
+from acagent.store._sqlite_commit import INSERT_EVENT, commit_tx, event_row, is_big
+from acagent.store._sqlite_conn import SqliteConnections, map_errors, open_connection
 from acagent.store._sqlite_lease import HOSTNAME, SqliteLeases, transaction
-from acagent.store._sqlite_ops import TxContext, apply_op, step_rid
+from acagent.store._sqlite_ops import step_rid
 from acagent.store._sqlite_read import SqliteReads, tool_row
 from acagent.store._usage import UsageQueries
 
 __all__ = ["HOSTNAME", "PAGE_SIZE", "SqliteJournal"]
 
-T = TypeVar("T")
 PAGE_SIZE = 512
 """Page size of a newly created journal, bytes (an existing file keeps its own: changing it needs a
 ``VACUUM``, which acagent does not run for you). 512 rather than 1024 since m007 (benchmarks
@@ -50,41 +53,26 @@ figure 3): a commit rewrites a few mostly-unchanged pages (the session row's, th
 last leaf, page 1 when the file grows), and half-size pages halve that, about 20 % fewer bytes per
 turn; with compressed payloads and no session id per row a full scan of a session's events was no
 slower (0.35 ms against 0.46 ms for 3,067 events; decoding the events costs 100× more)."""
-_INSERT_EVENT = "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)"
 _NEXT_NUM = "(SELECT COALESCE(MAX(num), 0) + 1 FROM session)"
 """A new session's ``num`` (the ``session_num`` index answers it; creation holds the write lock)."""
 
 
-def _event_row(num: int, seq: int, ts: str, typ: str, payload: str) -> tuple[int, str, str, str | bytes]:
-    """The ``event_log`` row of one event (key ``num << 32 | seq``, see ``m007_compact_journal``)."""
-    return ((num << 32) | seq, ts, typ, encode_payload(payload))
-
-
-_FULL_DISK_CODES = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
-"""SQLite's answers to a full disk: SQLITE_FULL, and "disk I/O error" when the WAL index (-shm)
-cannot grow (what a command opening the journal on a disk already full gets)."""
-
-
-def _map_errors(exc: sqlite3.Error) -> JournalError:
-    msg = str(exc)
-    if "full" in msg or getattr(exc, "sqlite_errorname", "") in _FULL_DISK_CODES:
-        return JournalError(f"the journal's disk is full ({msg}); free space and retry — nothing was written")
-    if "locked" in msg or "busy" in msg:
-        return JournalError(f"the journal stayed locked past the busy timeout ({msg}); retry")
-    return JournalError(f"journal error: {msg}")
-
-
-class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
+class SqliteJournal(SqliteConnections, SqliteLeases, SqliteReads, UsageQueries):
     """The SQLite journal. Open with :meth:`open`; close with :meth:`aclose`."""
 
     def __init__(
-        self, path: Path, write: aiosqlite.Connection, read: aiosqlite.Connection, busy_timeout_ms: int
+        self,
+        path: Path,
+        write: aiosqlite.Connection,
+        read: aiosqlite.Connection,
+        busy_timeout_ms: int,
+        durability: Literal["normal", "full"] = "normal",
     ):
+        super().__init__(write, read, busy_timeout_ms, durability)
         self.path = path
-        self._w = write
-        self._r = read
-        self.busy_timeout_ms = busy_timeout_ms
-        self._closed = False
+        self._seq_hints: dict[str, tuple[int, int]] = {}
+        """``session id → (num, last_seq)`` as this journal last wrote them: a hint that lets a
+        commit without ops skip reading the session row (``_append`` verifies it)."""
 
     @classmethod
     async def open(
@@ -99,9 +87,7 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
         opened: list[aiosqlite.Connection] = []
         try:
             for _ in range(2):
-                opened.append(
-                    await aiosqlite.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
-                )
+                opened.append(await open_connection(path, busy_timeout_ms))
             for conn in opened:
                 await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
                 await conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes effect on a new file
@@ -110,8 +96,9 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                 await conn.execute("PRAGMA foreign_keys = ON")
                 # Keep a WAL that grew during a burst from staying large on disk after its checkpoint.
                 await conn.execute("PRAGMA journal_size_limit = 4194304")
-            journal = cls(path, opened[0], opened[1], busy_timeout_ms)
+            journal = cls(path, opened[0], opened[1], busy_timeout_ms, durability)
             await journal._run(migrate)
+            await journal._start_inline()
             for suffix in ("", "-wal", "-shm"):  # conversations are private: owner-only files
                 with contextlib.suppress(OSError):
                     os.chmod(f"{path}{suffix}", 0o600)
@@ -119,35 +106,13 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
             for conn in opened:  # their threads would keep the process alive
                 await conn.close()
             if isinstance(exc, sqlite3.Error):
-                raise _map_errors(exc) from exc
+                raise map_errors(exc) from exc
             raise
         return journal
-
-    async def aclose(self) -> None:
-        """Close both connections (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._w.close()
-        await self._r.close()
 
     def info(self) -> dict[str, Any]:
         """``{"backend": "sqlite", "path", "busy_timeout_ms"}``."""
         return {"backend": "sqlite", "path": str(self.path), "busy_timeout_ms": self.busy_timeout_ms}
-
-    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
-        """Run ``fn(raw_connection)`` on the connection's own thread: one hop per transaction.
-
-        aiosqlite exposes no public "run this function" call; ``_execute`` is what all its methods
-        use. Pinned to aiosqlite <0.23 in pyproject.toml. Private to the store: nothing outside
-        ``acagent/store`` runs SQL.
-        """
-        conn = self._r if read else self._w
-        raw: sqlite3.Connection = conn._conn  # see docstring
-        try:
-            return await conn._execute(fn, raw)  # type: ignore[no-untyped-call, no-any-return]  # see docstring
-        except sqlite3.Error as exc:
-            raise _map_errors(exc) from exc
 
     # ------------------------------------------------------------------ unfenced creation
 
@@ -165,11 +130,9 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
                 f" VALUES (?, ?, ?, ?, 'pending', ?, ?, 1, {_NEXT_NUM}) RETURNING num",
                 (sid, cwd, title, model, ts, ts),
             ).fetchone()[0]
-            db.execute(
-                _INSERT_EVENT, _event_row(num, 1, ts, "session.created", orjson.dumps(payload).decode())
-            )
+            db.execute(INSERT_EVENT, event_row(num, 1, ts, "session.created", orjson.dumps(payload).decode()))
 
-        await self._run(lambda db: transaction(db, lambda: tx(db)))
+        await self._run_short(lambda db: transaction(db, lambda: tx(db)))
         event = Event(seq=1, ts=ts, session_id=sid, type="session.created", payload=payload)
         return await self.get_session(sid), event
 
@@ -194,12 +157,12 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
             ).fetchone()[0]
             batch: list[tuple[Any, ...]] = []
             for e in events:
-                batch.append(_event_row(num, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()))
+                batch.append(event_row(num, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode()))
                 if len(batch) >= 500:
-                    db.executemany(_INSERT_EVENT, batch)
+                    db.executemany(INSERT_EVENT, batch)
                     batch.clear()
             if batch:
-                db.executemany(_INSERT_EVENT, batch)
+                db.executemany(INSERT_EVENT, batch)
             db.execute(
                 "UPDATE session SET cwd = ?, title = ?, model = ?, status = ?, created_at = ?, last_seq = ?,"
                 " checkpoint_seq = ?, checkpoint_bytes = ?, tail_bytes = ?, transcript_stat = ? WHERE id = ?",
@@ -271,52 +234,22 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
         lease: Lease | None,
     ) -> list[Event]:
         ts = now_ts()
+        size = [0]  # the payloads' bytes, for the WAL estimate (set on whichever thread runs body)
 
         def body(db: sqlite3.Connection) -> list[Event]:
-            row = db.execute(
-                "SELECT last_seq, fencing_token, status, cancel_requested, tail_bytes, num FROM session WHERE id = ?",
-                (session_id,),
-            ).fetchone()
-            if row is None:
-                raise SessionNotFound(f"no session {session_id!r}")
-            last_seq, token, status, cancel, tail_bytes, num = row
-            if lease is not None and token != lease.token:
-                raise StaleLease(
-                    f"session {session_id!r}: fencing token {lease.token} superseded by {token}; write discarded"
-                )
-            ctx = TxContext(
-                db=db,
-                session_id=session_id,
-                ts=ts,
-                status=status,
-                cancel_requested=cancel,
-                now=time.time(),
-                num=num,
-            )
-            extra = [out for out in (apply_op(op, ctx) for op in ops) if out is not None]
-            n = number_events(session_id, last_seq, tail_bytes, ts, commit_order(extra, events))
-            if not n.events:
-                return []
-            db.executemany(
-                _INSERT_EVENT,
-                [_event_row(num, e.seq, ts, e.type, p) for e, p in zip(n.events, n.payloads, strict=True)],
-            )
-            sets = "last_seq = ?, updated_at = ?, tail_bytes = ?"
-            args: list[Any] = [n.last_seq, ts, n.tail_bytes]
-            if n.last_message is not None:  # beside the session row (m013)
-                set_text(db, num, LAST_MESSAGE, n.last_message)
-            if n.checkpoint is not None:
-                sets += ", checkpoint_seq = ?, checkpoint_bytes = ?"
-                args.extend(n.checkpoint)
-            db.execute(f"UPDATE session SET {sets} WHERE id = ?", (*args, session_id))
-            return n.events
+            return commit_tx(db, self._seq_hints, session_id, lease, ts, events, ops, size)
 
-        return await self._run(lambda db: transaction(db, lambda: body(db)))
+        # a big payload (a long tool output, a compaction snapshot) is compressed and written on
+        # the thread, where zlib and SQLite release the GIL and the loop keeps running
+        run = self._run if is_big(events) else self._run_short
+        out = await run(lambda db: transaction(db, lambda: body(db)))
+        self._wal_pages += size[0] // PAGE_SIZE
+        return out
 
     # ------------------------------------------------------------------ metadata (any process)
 
     async def _set_column(self, session_id: str, column: str, value: Any) -> None:
-        await self._run(
+        await self._run_short(
             lambda db: db.execute(f"UPDATE session SET {column} = ? WHERE id = ?", (value, session_id))
         )
 
@@ -325,7 +258,7 @@ class SqliteJournal(SqliteLeases, SqliteReads, UsageQueries):
         if turn_id is None:
             await self._set_column(session_id, "cancel_requested", int(value))
         else:
-            await self._run(
+            await self._run_short(
                 lambda db: db.execute(
                     "UPDATE session SET cancel_requested = ? WHERE id = ? AND turn_id = ?",
                     (int(value), session_id, turn_id),

@@ -6,6 +6,7 @@ expiry is judged on this host's clock (one machine: one clock).
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sqlite3
@@ -41,10 +42,18 @@ def transaction(db: sqlite3.Connection, fn: Callable[[], T]) -> T:
         raise
 
 
+_KEEP_INLINE = 32
+"""``keep_leases`` of at most this many sessions runs inline (see ``_sqlite_conn``); more is
+one longer transaction, sent to the write connection's thread."""
+
+
 class SqliteLeases:
-    """Mixin: the lease operations (``_run`` comes from the journal class)."""
+    """Mixin: the lease operations (``_run``/``_run_short`` come from ``SqliteConnections``)."""
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
+        raise NotImplementedError
+
+    async def _run_short(self, fn: Callable[[sqlite3.Connection], T], *, writes: bool = True) -> T:
         raise NotImplementedError
 
     async def acquire_lease(
@@ -136,7 +145,7 @@ class SqliteLeases:
             return lease, (session_row(row), row[-1])
 
         taken_over = [False]  # a holder that never released it (dead or expired): a takeover
-        out = await self._run(tx_row)
+        out = await self._run_short(tx_row)  # re-runnable: taken_over is set again
         if taken_over[0]:
             metrics().lease_takeover()
         return out
@@ -173,9 +182,10 @@ class SqliteLeases:
                 out[sid] = (held, bool(row and row[2]))
             return out
 
+        run = self._run if len(leases) > _KEEP_INLINE else functools.partial(self._run_short, writes=renew)
         if renew:
-            return await self._run(lambda db: transaction(db, lambda: body(db)))
-        return await self._run(body)
+            return await run(lambda db: transaction(db, lambda: body(db)))
+        return await run(body)
 
     async def release_lease(self, session_id: str, lease: Lease) -> None:
         """Give the lease up (no-op if it was superseded)."""
@@ -187,4 +197,4 @@ class SqliteLeases:
                 (session_id, lease.owner, lease.token),
             )
 
-        await self._run(tx)
+        await self._run_short(tx)

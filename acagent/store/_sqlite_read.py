@@ -2,7 +2,8 @@
 
 Reads run on the journal's second connection (WAL readers never wait for the writer), except the
 few that the turn's own writer depends on right after a commit (``step_attempts``, ``tool_calls``,
-``existing_tool_call_ids``), which use the write connection so they see its last commit at once.
+``existing_tool_call_ids``), which use the write connection so they see its last commit at once
+(short reads: inline on the event loop when its thread is idle, see ``_sqlite_conn``).
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ class SqliteReads:
     """Mixin: the queries of the SQLite journal (``_run`` comes from the journal class)."""
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
+        raise NotImplementedError
+
+    async def _run_short(self, fn: Callable[[sqlite3.Connection], T], *, writes: bool = True) -> T:
         raise NotImplementedError
 
     async def get_session(self, session_id: str) -> SessionRow:
@@ -256,7 +260,7 @@ class SqliteReads:
                 (session_id, session_id, session_id, step_id),
             ).fetchall()
 
-        return [StepRow(*r) for r in await self._run(q)]
+        return [StepRow(*r) for r in await self._run_short(q, writes=False)]
 
     async def steps(self, session_id: str) -> list[StepRow]:
         """Every step attempt of the session, in start order."""
@@ -286,7 +290,7 @@ class SqliteReads:
                 sql += " AND status NOT IN ('done', 'failed')"
             return db.execute(sql + " ORDER BY key", args).fetchall()
 
-        return [tool_row(r) for r in await self._run(q)]
+        return [tool_row(r) for r in await self._run_short(q, writes=False)]
 
     async def existing_tool_call_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` already name a tool call of the session (providers may reuse ids)."""
@@ -301,7 +305,7 @@ class SqliteReads:
                 (*(step_rid(session_id, i) for i in ids), session_id, *ids),
             ).fetchall()
 
-        return {r[0] for r in await self._run(q)}
+        return {r[0] for r in await self._run_short(q, writes=False)}
 
     async def pending_approvals(self, session_id: str | None = None) -> list[ToolCallRow]:
         """Tool calls waiting for the user's decision (one session's, or every session's), in order

@@ -144,3 +144,18 @@ async def test_lease_session_takes_the_lease_and_reads_the_row(journal: Journal,
     await journal.set_session_limits(row.id, {"session_usd": 2.5})  # type: ignore[attr-defined]
     await journal.release_lease(row.id, lease)
     assert (await journal.lease_session(row.id, "w1", ttl_s=30))[2] == {"session_usd": 2.5}
+
+
+async def test_zombie_write_without_ops_is_rejected(journal: Journal, h) -> None:
+    """A commit without ops checks the token too (SQLite: in its ``UPDATE … RETURNING``): the
+    superseded holder gets StaleLease naming both tokens, and nothing is written."""
+    row, old = await h.leased()
+    await journal.release_lease(row.id, old)
+    new = await journal.acquire_lease(row.id, "w2", ttl_s=30)
+    with pytest.raises(StaleLease, match=f"{old.token}.*{new.token}"):
+        await journal.commit(row.id, [("user.message", {"text": "zombie"})], lease=old)
+    s = await journal.get_session(row.id)
+    assert (s.last_seq, s.last_message) == (1, None)
+    assert [e.type for e in await journal.events(row.id)] == ["session.created"]
+    out = await journal.commit(row.id, [("user.message", {"text": "ok"})], lease=new)
+    assert [e.seq for e in out] == [2]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from acagent.errors import InvalidTransition, SessionNotFound
@@ -105,3 +107,29 @@ async def test_sessions_list_and_find(journal: Journal, h) -> None:
             await journal.find_session(hostile)
     public = (await journal.get_session(a.id)).to_public()
     assert public["status"] == "pending" and public["usage"]["total_tokens"] == 0
+
+
+async def test_a_commit_without_ops_keeps_the_counters_a_commit_with_ops_keeps(journal: Journal, h) -> None:
+    """The same events committed with and without an op (a commit without ops may take another
+    path: SQLite checks the token in its ``UPDATE … RETURNING``) leave the same counters:
+    last_seq, last_message, tail bytes and a checkpoint's position among the commit's events."""
+    batches: list[list[tuple[str, dict[str, Any]]]] = [
+        [("user.message", {"turn_id": "t1", "text": "first"}), ("assistant.delta", {"text": "x"})],
+        [
+            ("assistant.message", {"turn_id": "t1", "text": "answer"}),
+            ("checkpoint", {"upto_seq": 3, "messages": []}),
+            ("tool.result", {"tool_call_id": "c", "name": "x", "content": "after the checkpoint"}),
+        ],
+        [("assistant.delta", {"text": "no context bytes"})],
+    ]
+    rows = []
+    for with_ops in (False, True):
+        row, lease = await h.leased()
+        for batch in batches:
+            out = await journal.commit(row.id, batch, lease=lease, ops=[SetCancel(False)] if with_ops else [])
+            assert [e.type for e in out] == [t for t, _ in batch]
+        s = await journal.get_session(row.id)
+        rows.append((s.last_seq, s.last_message, s.tail_bytes, s.checkpoint_seq, s.checkpoint_bytes))
+        assert [e.seq for e in await journal.events(row.id)] == list(range(1, 8))
+    assert rows[0] == rows[1]
+    assert rows[0][:2] == (7, "answer") and rows[0][3] == 5 and rows[0][2] > 0

@@ -1,0 +1,188 @@
+"""The transaction of :meth:`SqliteJournal.commit <acagent.store.SqliteJournal.commit>`.
+
+Under ``BEGIN IMMEDIATE`` (the caller's ``transaction``) it checks the writer's fencing token,
+applies the guarded ops (:mod:`acagent.store._sqlite_ops`), numbers and appends the events
+(:mod:`acagent.store._numbering`) and updates the session row. A commit without ops whose
+session this journal wrote last (the common case: a turn's deltas, messages and results) skips
+reading the session row: its ``UPDATE`` checks the expected ``last_seq`` and the token itself
+(:func:`_append`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from acagent.errors import SessionNotFound, StaleLease
+from acagent.events import Event
+from acagent.store._numbering import commit_order, fold_events, make_events, number_events
+from acagent.store._ops import Op
+from acagent.store._payload import encode_payload
+from acagent.store._rows import Lease
+from acagent.store._session_text import LAST_MESSAGE, set_text
+from acagent.store._sqlite_ops import TxContext, apply_op
+
+__all__ = ["INLINE_MAX_CHARS", "INSERT_EVENT", "commit_tx", "event_row", "is_big"]
+
+HINTS_MAX = 4096
+"""Sessions whose ``(num, last_seq)`` a journal remembers (a hint per session it wrote)."""
+
+INSERT_EVENT = "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)"
+_APPEND: dict[tuple[bool, bool], str] = {}
+"""The ``UPDATE session`` of a commit without ops, by (checkpoint, fenced)."""
+
+
+def _append_sql(checkpoint: bool, fenced: bool) -> str:
+    key = (checkpoint, fenced)
+    sql = _APPEND.get(key)
+    if sql is None:
+        sets = "last_seq = ?, updated_at = ?, tail_bytes = " + ("?" if checkpoint else "tail_bytes + ?")
+        sets += ", checkpoint_seq = ?, checkpoint_bytes = ?" if checkpoint else ""
+        where = "id = ? AND num = ? AND last_seq = ?" + (" AND fencing_token = ?" if fenced else "")
+        sql = _APPEND[key] = f"UPDATE session SET {sets} WHERE {where}"
+    return sql
+
+
+INLINE_MAX_CHARS = 16384
+"""A commit whose payloads hold more text than this (characters) runs on the write connection's
+thread, not inline (compressing and writing it takes longer than a thread hop)."""
+
+
+def is_big(events: Sequence[tuple[str, dict[str, Any]]]) -> bool:
+    """True when the strings in ``events``' payloads add up to more than :data:`INLINE_MAX_CHARS`
+    (a walk over the payloads' containers, stopping once over: no serialisation)."""
+    total = 0
+    stack: list[Any] = [p for _, p in events]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+            if total > INLINE_MAX_CHARS:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+def event_row(num: int, seq: int, ts: str, typ: str, payload: str) -> tuple[int, str, str, str | bytes]:
+    """The ``event_log`` row of one event (key ``num << 32 | seq``, see ``m007_compact_journal``)."""
+    return ((num << 32) | seq, ts, typ, encode_payload(payload))
+
+
+def _stale(session_id: str, lease: Lease, token: int) -> StaleLease:
+    return StaleLease(
+        f"session {session_id!r}: fencing token {lease.token} superseded by {token}; write discarded"
+    )
+
+
+def _append(
+    db: sqlite3.Connection,
+    session_id: str,
+    lease: Lease | None,
+    ts: str,
+    events: Sequence[tuple[str, dict[str, Any]]],
+    hint: tuple[int, int],
+    size: list[int],
+) -> list[Event] | None:
+    """A commit of ``events`` without ops, when the session's ``(num, last_seq)`` is believed to
+    be ``hint``: one ``UPDATE`` that checks the hint and the fencing token in its ``WHERE``
+    (a compare-and-set under the write lock, so the seqs are right whenever it matches), then
+    the ``INSERT`` — no SELECT of the session row, no ``RETURNING`` (which cost as much as the
+    SELECT it saved). Returns None, having written nothing, when the row did not match (another
+    writer moved ``last_seq``, a stale token, no such session): the caller takes the general path,
+    which tells those apart.
+    """
+    num, last_seq = hint
+    f = fold_events(events)
+    args: list[Any] = [last_seq + len(events), ts, f.tail_bytes]
+    if f.checkpoint is not None:
+        args.extend((last_seq + f.checkpoint[0], f.checkpoint[1]))
+    args.extend((session_id, num, last_seq))
+    if lease is not None:
+        args.append(lease.token)
+    if db.execute(_append_sql(f.checkpoint is not None, lease is not None), args).rowcount != 1:
+        return None
+    if f.last_message is not None:  # beside the session row (m013)
+        set_text(db, num, LAST_MESSAGE, f.last_message)
+    rows = [
+        event_row(num, seq, ts, typ, text)
+        for seq, (typ, _), text in zip(
+            range(last_seq + 1, last_seq + len(events) + 1), events, f.payloads, strict=True
+        )
+    ]
+    if len(rows) == 1:
+        db.execute(INSERT_EVENT, rows[0])
+    else:
+        db.executemany(INSERT_EVENT, rows)
+    size[0] = sum(map(len, f.payloads))
+    return make_events(session_id, last_seq, ts, events)
+
+
+def commit_tx(
+    db: sqlite3.Connection,
+    hints: dict[str, tuple[int, int]],
+    session_id: str,
+    lease: Lease | None,
+    ts: str,
+    events: Sequence[tuple[str, dict[str, Any]]],
+    ops: Sequence[Op],
+    size: list[int],
+) -> list[Event]:
+    """The body of one commit (inside the caller's transaction): the committed events.
+
+    Args:
+        hints: ``session id → (num, last_seq)`` as this journal last wrote them (updated here).
+        size: ``size[0]`` is set to the payloads' bytes (the caller's WAL estimate).
+
+    Raises:
+        SessionNotFound, StaleLease, InvalidTransition: see :meth:`SqliteJournal.commit`.
+    """
+    hint = hints.get(session_id) if events and not ops else None
+    if hint is not None:
+        appended = _append(db, session_id, lease, ts, events, hint, size)
+        if appended is not None:
+            hints[session_id] = (hint[0], appended[-1].seq)
+            return appended
+    row = db.execute(
+        "SELECT last_seq, fencing_token, status, cancel_requested, tail_bytes, num FROM session WHERE id = ?",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    last_seq, token, status, cancel, tail_bytes, num = row
+    if lease is not None and token != lease.token:
+        raise _stale(session_id, lease, token)
+    ctx = TxContext(
+        db=db,
+        session_id=session_id,
+        ts=ts,
+        status=status,
+        cancel_requested=cancel,
+        now=time.time(),
+        num=num,
+    )
+    extra = [out for out in (apply_op(op, ctx) for op in ops) if out is not None]
+    n = number_events(session_id, last_seq, tail_bytes, ts, commit_order(extra, events))
+    if len(hints) >= HINTS_MAX and session_id not in hints:
+        hints.clear()
+    hints[session_id] = (num, n.last_seq)  # verified by the next _append
+    if not n.events:
+        return []
+    db.executemany(
+        INSERT_EVENT,
+        [event_row(num, e.seq, ts, e.type, p) for e, p in zip(n.events, n.payloads, strict=True)],
+    )
+    size[0] = sum(map(len, n.payloads))
+    sets = "last_seq = ?, updated_at = ?, tail_bytes = ?"
+    args: list[Any] = [n.last_seq, ts, n.tail_bytes]
+    if n.last_message is not None:  # beside the session row (m013)
+        set_text(db, num, LAST_MESSAGE, n.last_message)
+    if n.checkpoint is not None:
+        sets += ", checkpoint_seq = ?, checkpoint_bytes = ?"
+        args.extend(n.checkpoint)
+    db.execute(f"UPDATE session SET {sets} WHERE id = ?", (*args, session_id))
+    return n.events
