@@ -21,6 +21,7 @@ The surface is the part of httpx's that ``_http.py`` uses: :meth:`Client.build_r
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import select
@@ -28,7 +29,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import anyio
 import anyio.abc
@@ -93,6 +94,11 @@ class Request:
         target = (split.path or "/") + (f"?{split.query}" if split.query else "")
         self.target = quote(target, safe=_TARGET_SAFE)
         self.headers = {"host": split.netloc.rpartition("@")[2], **headers}
+        if split.username is not None or split.password is not None:
+            # As httpx does: the URL's user information is sent as Basic credentials, in place of
+            # any other ``authorization`` (a gateway behind basic auth at http://user:pw@host).
+            userinfo = f"{unquote(split.username or '')}:{unquote(split.password or '')}"
+            self.headers["authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode()
         self.headers["content-length"] = str(sum(map(len, parts)))
         self.headers = {name: _field(name, value) for name, value in self.headers.items()}
         self.parts = parts
@@ -106,6 +112,10 @@ class Request:
 _TARGET_SAFE = "/%!$&'()*+,;=:@~-._?"
 _FIELD_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]([\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?|")
 _FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_DIGITS = re.compile(r"[0-9]{3}")
+_LENGTH = re.compile(r"[0-9]{1,19}")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+"""What RFC 9112 allows (str.isdigit and int() also take "²", "+1", "0x1f", "1_0")."""
 
 
 def _field(name: str, value: str) -> str:
@@ -172,15 +182,14 @@ def _parse_head(raw: bytes) -> tuple[str, int, Headers]:
     lines = raw.decode("latin-1").split("\n")
     version, _, rest = lines[0].rstrip("\r").partition(" ")
     code = rest[:3]
-    if (
-        not version.startswith("HTTP/1.")
-        or len(code) != 3
-        or not code.isdigit()
-        or rest[3:4] not in ("", " ")
-    ):
+    if not version.startswith("HTTP/1.") or not _DIGITS.fullmatch(code) or rest[3:4] not in ("", " "):
         raise WireError(f"malformed status line {lines[0][:100]!r}")
     items: list[tuple[str, str]] = []
     for line in lines[1:]:
+        if line[:1] in (" ", "\t") and items:  # obs-fold: the previous value goes on (as h11 reads it)
+            name, value = items.pop()
+            items.append((name, f"{value} {line.strip()}".strip()))
+            continue
         name, colon, value = line.rstrip("\r").partition(":")
         if not colon or not name or name != name.strip() or " " in name:
             raise WireError(f"malformed header line {line[:100]!r}")
@@ -199,6 +208,7 @@ class Response:
         self.http_version = version
         self._client = client
         self._conn: _Connection | None = conn
+        self._kind, self._length = self._framing()  # a framing error is the head's (as httpx's)
         self._body = self._raw_body()
         self._reusable = False
 
@@ -215,14 +225,14 @@ class Response:
             return "close", 0
         values = {v.strip() for v in length.split(",")}
         value = values.pop() if len(values) == 1 else ""
-        if not value.isdigit():
+        if not _LENGTH.fullmatch(value):
             raise WireError(f"malformed content-length {length[:50]!r}")
         return "length", int(value)
 
     async def _raw_body(self) -> AsyncIterator[bytes]:
         conn = self._conn
         assert conn is not None
-        kind, length = self._framing()
+        kind, length = self._kind, self._length
         if kind == "length":
             while length:
                 if not conn.buffer and not await conn.fill():
@@ -250,13 +260,10 @@ class Response:
 
     async def _chunks(self, conn: _Connection) -> AsyncIterator[bytes]:
         while True:
-            size_text = (await self._line(conn)).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise WireError(f"malformed chunk size {size_text[:20]!r}") from None
-            if size < 0:
+            size_text = (await self._line(conn)).split(b";", 1)[0].strip(b" \t")
+            if not _CHUNK_SIZE.fullmatch(size_text):
                 raise WireError(f"malformed chunk size {size_text[:20]!r}")
+            size = int(size_text, 16)
             if size == 0:
                 while await self._line(conn):  # trailer fields, up to the blank line
                     pass
@@ -273,7 +280,8 @@ class Response:
     # -- httpx's surface ---------------------------------------------------------
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body as it arrives, decoded per ``content-encoding`` (gzip, deflate)."""
-        coding = (self.headers.get("content-encoding") or "identity").lower().strip()
+        codings = [c.strip() for c in (self.headers.get("content-encoding") or "").lower().split(",")]
+        coding = ", ".join(c for c in codings if c not in ("", "identity")) or "identity"
         decoder: Any = None
         if coding in ("gzip", "x-gzip"):
             decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)

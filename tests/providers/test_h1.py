@@ -274,3 +274,85 @@ def test_which_endpoints_it_serves() -> None:
     assert usable_for("http://localhost:11434/v1", {})
     assert not usable_for("https://api.openai.com/v1", {})
     assert not usable_for("http://localhost:11434/v1", {"ALL_PROXY": "http://p:1"})
+
+
+async def test_user_information_in_the_url_is_sent_as_basic_credentials(server: list[RawServer]) -> None:
+    # httpx sends it so (in place of the key's bearer header); _h1 dropped it (a gateway behind
+    # basic auth at http://user:pw@host answered 401 once plain http went through _h1).
+    s = _serve(server, OK_LEN)
+    client = Client({"authorization": "Bearer k"})
+    url = s.url.replace("http://", "http://us%65r:p%40ss@")
+    assert await _post(client, url) == (200, b"hello")
+    await client.aclose()
+    head = s.requests[0].decode()
+    assert "\r\nauthorization: Basic dXNlcjpwQHNz\r\n" in head and "Bearer" not in head  # user:p@ss
+    assert f"\r\nhost: 127.0.0.1:{s.port}\r\n" in head
+
+
+@pytest.mark.parametrize(
+    ("answer", "match"),
+    [
+        # str.isdigit() and int() take these; HTTP does not (a ValueError escaped as a bug, F126).
+        ([b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\nxx"], "malformed content-length"),
+        ([b"HTTP/1.1 2\xb20 OK\r\nContent-Length: 0\r\n\r\n"], "malformed status line"),
+        ([b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nxx"], "malformed content-length"),
+        ([b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\nx"], "malformed content-length"),
+    ],
+)
+async def test_a_framing_error_is_the_heads(
+    server: list[RawServer], answer: list[bytes | None], match: str
+) -> None:
+    s = _serve(server, answer)
+    client = Client({})
+    with pytest.raises(WireError, match=match):
+        await client.send(client.build_request("POST", s.url, content=b"{}", headers={}))
+    await client.aclose()
+
+
+@pytest.mark.parametrize("size", [b"0x5", b"+5", b"5_0", b"\xb2"])
+async def test_a_chunk_size_is_hex_digits_only(server: list[RawServer], size: bytes) -> None:
+    s = _serve(
+        server, [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\nhello\r\n0\r\n\r\n"]
+    )
+    client = Client({})
+    with pytest.raises(WireError, match="malformed chunk size"):
+        await _post(client, s.url)
+    await client.aclose()
+
+
+async def test_folded_headers_and_identity_in_a_coding_list_are_read_as_httpx_reads_them(
+    server: list[RawServer],
+) -> None:
+    zipped = gzip.compress(b"zipped")
+    s = _serve(
+        server,
+        [b"HTTP/1.1 200 OK\r\nX-A: a\r\n  b\r\nContent-Length: 2\r\n\r\nok"],
+        [
+            f"HTTP/1.1 200 OK\r\nContent-Encoding: gzip, identity\r\nContent-Length: {len(zipped)}\r\n\r\n".encode(),
+            zipped,
+        ],
+    )
+    client = Client({})
+    response = await client.send(client.build_request("POST", s.url, content=b"{}", headers={}))
+    assert response.headers.get("x-a") == "a b" and await response.aread() == b"ok"
+    assert await _post(client, s.url) == (200, b"zipped")
+    await client.aclose()
+
+
+@pytest.mark.parametrize("own_client", [True, False], ids=["h1", "httpx"])
+async def test_a_body_that_does_not_decode_is_a_truncated_stream_on_both_paths(
+    server: list[RawServer], monkeypatch: pytest.MonkeyPatch, own_client: bool
+) -> None:
+    from acagent.errors import StreamTruncated
+    from acagent.providers import _h1
+    from acagent.providers._openai import OpenAIProvider
+    from tests.providers.helpers import collect, make_request
+
+    if not own_client:
+        monkeypatch.setattr(_h1, "usable_for", lambda *_a, **_k: False)
+    s = _serve(server, [b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 7\r\n\r\ndata: x"])
+    provider = OpenAIProvider("m", base_url=s.url, api_key="k")
+    # httpx's DecodingError is no TransportError: it escaped the adapter as a bug, not a retry.
+    with pytest.raises(StreamTruncated, match=r"does not decode|decompress"):
+        await collect(provider, make_request())
+    await provider.aclose()
