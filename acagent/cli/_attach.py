@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from acagent.cli._app import app, fail
-from acagent.cli._common import build_settings, run_async
+from acagent.cli._common import TURN_END, build_settings, run_async
 from acagent.cli._ui_input import ANSWERS
 
 __all__ = ["attach_command"]
@@ -134,7 +134,10 @@ async def _handle_line(client: Any, state: dict[str, Any], console: Any, text: s
 
     from acagent.errors import AcagentError, ApprovalNotFound, SessionBusy
 
-    pending = state["approval"]
+    asked = state["asked"]
+    pending = next((p for i, p in state["approvals"].items() if i not in asked), None)  # oldest first (F127)
+    if pending is not None and (pending.get("kind") == "question" or text.strip().lower() in ANSWERS):
+        asked.add(str(pending.get("tool_call_id")))
     try:
         if pending is not None and pending.get("kind") == "question" and text.strip():
             await client.answer(pending["tool_call_id"], "allow", answer=text)
@@ -143,7 +146,6 @@ async def _handle_line(client: Any, state: dict[str, Any], console: Any, text: s
         elif text.strip():
             await client.send(text)
     except ApprovalNotFound as exc:
-        state["approval"] = None
         console.print(Text(exc.message, style="yellow"))
     except SessionBusy:
         console.print("[yellow]a turn is running: wait for it, or Ctrl-C to cancel it[/yellow]")
@@ -169,7 +171,7 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
         renderer = EventRenderer(console)
     except ImportError:  # pragma: no cover - the renderer ships with acagent
         renderer = None
-    state: dict[str, Any] = {"status": row.get("status"), "approval": None, "last_sigint": 0.0}
+    state: dict[str, Any] = {"status": row.get("status"), "approvals": {}, "asked": set(), "last_sigint": 0.0}
 
     def track(event: Event) -> None:
         p = event.payload
@@ -178,11 +180,11 @@ async def _interactive(client: Any, row: dict[str, Any], since: int) -> int:
         if event.type == "session.status":
             state["status"] = p.get("status")
         elif event.type == "approval.requested":
-            state["approval"] = p
-        elif event.type == "approval.resolved" and (state["approval"] or {}).get("tool_call_id") == p.get(
-            "tool_call_id"
-        ):
-            state["approval"] = None
+            state["approvals"][str(p.get("tool_call_id"))] = p
+        elif event.type == "approval.resolved":
+            state["approvals"].pop(str(p.get("tool_call_id")), None)
+        elif event.type in TURN_END:
+            state["approvals"].clear()
 
     def draw(event: Event) -> None:
         track(event)

@@ -230,16 +230,13 @@ class SessionUI(InputMixin):
         self.status.start()
         self.view.start()
         try:
-            pending = self.renderer.pending_approval
-            if pending is not None:
-                await self._approve(pending)
+            asked: set[str] = set()
+            await self._ask_pending(asked)
             while True:
                 event = await self.notes.receive()
                 p = event.payload
                 if event.type == "approval.requested":
-                    current = self.renderer.pending_approval
-                    if current is not None and current.get("tool_call_id") == p.get("tool_call_id"):
-                        await self._approve(p)
+                    await self._ask_pending(asked)
                 elif event.type in TURN_END:
                     if p.get("turn_id") == turn_id:
                         return
@@ -251,6 +248,19 @@ class SessionUI(InputMixin):
             self.status.stop()
             self.view.stop()
             restore_input(saved)
+
+    async def _ask_pending(self, asked: set[str]) -> None:
+        """Ask every approval still pending that was not asked yet, oldest first: parallel tool
+        calls request theirs at once (F46), and only the newest was asked before (F127)."""
+        presses = self.cancel_presses
+        while self.cancel_presses == presses:  # a Ctrl-C at a prompt cancels the turn: ask no more
+            payload = next(
+                (p for p in self.renderer.pending_approvals if str(p.get("tool_call_id")) not in asked), None
+            )
+            if payload is None:
+                return
+            asked.add(str(payload.get("tool_call_id")))
+            await self._approve(payload)
 
     # ------------------------------------------------------------------ events
 

@@ -80,7 +80,8 @@ class EventRenderer(ToolBlocks):
         self.max_output_lines = max_output_lines
         self.max_result_lines = max_result_lines
         self.markdown = console.is_terminal if markdown is None else markdown
-        self._pending_approval: dict[str, Any] | None = None
+        self._pending: dict[str, dict[str, Any]] = {}
+        """Approvals awaiting an answer, oldest first (parallel tool calls ask at once, F127)."""
         self._stream = ""
         """Assistant text streamed since the last stream boundary (the reply so far)."""
         self._stream_kind = "text"
@@ -103,8 +104,13 @@ class EventRenderer(ToolBlocks):
 
     @property
     def pending_approval(self) -> dict[str, Any] | None:
-        """The ``approval.requested`` payload awaiting an answer (None once resolved)."""
-        return self._pending_approval
+        """The oldest ``approval.requested`` payload awaiting an answer (None when none does)."""
+        return next(iter(self._pending.values()), None)
+
+    @property
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """Every ``approval.requested`` payload awaiting an answer, oldest first."""
+        return list(self._pending.values())
 
     @property
     def streamed_text(self) -> str:
@@ -285,7 +291,7 @@ class EventRenderer(ToolBlocks):
             if p.get("kind") == "question":
                 self._line(Text("  ? ").append_text(safe_rich(str(p.get("question") or ""), "bold")))
             return
-        self._pending_approval = dict(p)
+        self._pending[str(p.get("tool_call_id"))] = dict(p)
         body = approval_lines(p)
         if p.get("kind") == "question":
             body.append(Text("type your answer", style="dim"))
@@ -300,9 +306,7 @@ class EventRenderer(ToolBlocks):
         )
 
     def _on_approval_resolved(self, p: dict[str, Any]) -> None:
-        pending = self._pending_approval
-        if pending is not None and pending.get("tool_call_id") == p.get("tool_call_id"):
-            self._pending_approval = None
+        self._pending.pop(str(p.get("tool_call_id")), None)
         label, style = _DECISIONS.get(str(p.get("decision")), (str(p.get("decision")), "dim"))
         reason = p.get("reason")
         if reason and p.get("decision") in ("deny", "timeout"):
@@ -352,5 +356,5 @@ class EventRenderer(ToolBlocks):
             self._stream_kind, self._printed_blocks = "text", 0
         self.finish_line()
         self._end_tools()
-        self._pending_approval = None
+        self._pending.clear()
         return True

@@ -164,6 +164,24 @@ def test_ctrl_c_at_an_approval_prompt_cancels_the_turn(term: Tmux, mock: MockPro
     term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
 
 
+def test_parallel_approvals_are_each_asked_in_order_f127(term: Tmux, mock: MockProvider) -> None:
+    """Three calls of one step ask at once; chat asked only the first and then waited forever
+    (the renderer kept one pending approval, which the first answer cleared)."""
+    calls = [(f"call_{x}", "shell", {"command": f"echo {x} >> calls.txt"}) for x in "ABC"]
+    mock.script(openai_tool_calls(calls), TextReply("all three answered"))
+    term.type(f"acagent chat --model openai:mock --base-url {mock.openai_base_url}")
+    term.wait_chat_prompt()
+    term.type("run three")
+    for answer in ("y", "n", "y"):  # each call asked in turn: the last line is an empty prompt again
+        term.wait_for(lambda s: _last_line(s) == "allow? [y/n/a]", what=f"the prompt to answer {answer}")
+        term.type(answer)
+    term.wait_text("all three answered")
+    term.wait_chat_prompt()
+    assert (term.cwd / "calls.txt").read_text().split() == ["A", "C"]
+    term.type("/exit")
+    term.wait_for(lambda s: _last_line(s) == "$", what="the shell prompt")
+
+
 def test_continue_finishes_a_turn_left_waiting_for_approval(term: Tmux, mock: MockProvider) -> None:
     """The process dies while an approval is pending; `chat --continue` replays the history, asks
     the same question again and finishes the turn once it is answered."""

@@ -116,12 +116,9 @@ def test_attach_interactive_sends_and_renders(start_daemon: Any, workspace: Path
     ]
 
 
-def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Path) -> None:
-    d = start_daemon()
-    sid = d.create(workspace)["id"]
-    assert d.send(sid, "shell touch yes.txt").status_code == 202
-    d.wait_status(sid, ("waiting_user",))
-    proc = subprocess.Popen(
+def _attach_process(d: Any, sid: str) -> subprocess.Popen[str]:
+    """``acagent attach SID`` with piped stdin, stdout and stderr (the line mode)."""
+    return subprocess.Popen(
         [ACAGENT, "attach", sid],
         env=d.env,
         stdin=subprocess.PIPE,
@@ -129,6 +126,14 @@ def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Pat
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Path) -> None:
+    d = start_daemon()
+    sid = d.create(workspace)["id"]
+    assert d.send(sid, "shell touch yes.txt").status_code == 202
+    d.wait_status(sid, ("waiting_user",))
+    proc = _attach_process(d, sid)
     try:
         wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 1, 15, what="attached")
         time.sleep(0.3)
@@ -141,6 +146,34 @@ def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Pat
         if proc.poll() is None:
             proc.kill()
     assert (workspace / "yes.txt").exists()
+
+
+def test_attach_answers_parallel_approvals_oldest_first_f127(start_daemon: Any, workspace: Path) -> None:
+    """Three tool calls of one step ask at once (F46); `attach` tracked only the newest request, so
+    its `y` answered the last call, the next answer met "already resolved" and the first two calls
+    could never be answered from that terminal (the same in `chat` and the attach terminal UI)."""
+    d = start_daemon()
+    sid = d.create(workspace)["id"]
+    cmds = " ;; ".join(f"echo {x} >> calls.txt" for x in "ABC")
+    assert d.send(sid, f"shells {cmds}").status_code == 202
+    wait_for(lambda: len(d.session(sid)["pending_approvals"]) == 3, 15, what="three approvals")
+    proc = _attach_process(d, sid)
+    try:
+        wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 1, 15, what="attached")
+        time.sleep(0.5)  # the history (with the three requests) is drawn
+        assert proc.stdin is not None
+        proc.stdin.write("y\nn\ny\n")
+        proc.stdin.flush()
+        d.wait_status(sid, ("done",))
+        _out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "already resolved" not in err
+    assert (workspace / "calls.txt").read_text().split() == ["A", "C"]
+    decisions = [e["payload"]["decision"] for e in d.events(sid) if e["type"] == "approval.resolved"]
+    assert decisions == ["allow", "deny", "allow"]
+    assert [e for e in d.events(sid) if e["type"] == "user.message"][1:] == []  # no answer became a message
 
 
 def test_daemon_info_ignores_dead_pid(tmp_path: Path) -> None:
