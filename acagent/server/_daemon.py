@@ -227,9 +227,13 @@ async def serve(
     check_bind(options.host, options.allow_remote)
     raise_open_files_limit()  # so max_connections_per_client, not EMFILE, bounds a flood
     home = settings.home
-    _refuse_if_running(home)
-    token = ensure_token(home)
-    sock = _bind(options.host, options.port)
+    claim = _claim_home(home)  # held while this daemon serves the home
+    try:
+        token = ensure_token(home)
+        sock = _bind(options.host, options.port)
+    except BaseException:
+        os.close(claim)
+        raise
     port = sock.getsockname()[1]
     pid = os.getpid()
     stop = anyio.Event()
@@ -258,18 +262,43 @@ async def serve(
     finally:
         sock.close()
         remove_daemon_json(home, pid)
+        os.close(claim)
 
 
-def _refuse_if_running(home: Path) -> None:
-    """Raise :class:`DaemonRunning` when a live daemon (not this process) serves ``home``."""
+def _claim_home(home: Path) -> int:
+    """Take ``$ACAGENT_HOME/daemon.lock`` (an exclusive ``flock``, released when the process
+    exits, also by SIGKILL) and return its descriptor.
+
+    ``daemon.json`` alone left a window: two ``acagent serve`` started together both found none
+    and both served the home, one of them invisible to every client and to ``serve --stop`` (F128).
+
+    Raises:
+        DaemonRunning: a live daemon (not this process) serves ``home``, or is starting.
+    """
+    import fcntl
+
+    from acagent._private import private_dir, private_file
     from acagent.client._discovery import daemon_info
 
+    fd = os.open(private_file(private_dir(home) / "daemon.lock"), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        running = daemon_info(home)
+        where = f" (pid {running.pid}, {running.url})" if running is not None else " (it is starting)"
+        raise DaemonRunning(
+            f"a daemon already serves {str(home)!r}{where}; stop it with `acagent serve --stop`",
+            detail={"pid": running.pid, "url": running.url} if running is not None else {},
+        ) from None
     running = daemon_info(home)
-    if running is not None and running.pid != os.getpid():
+    if running is not None and running.pid != os.getpid():  # an older acagent's daemon (no lock)
+        os.close(fd)
         raise DaemonRunning(
             f"a daemon already serves {str(home)!r} (pid {running.pid}, {running.url}); stop it with `acagent serve --stop`",
             detail={"pid": running.pid, "url": running.url},
         )
+    return fd
 
 
 async def _watch_signals(stop: anyio.Event) -> None:
