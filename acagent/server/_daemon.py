@@ -283,22 +283,18 @@ def _claim_home(home: Path) -> int:
     fd = os.open(private_file(private_dir(home) / "daemon.lock"), os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        locked = True
     except BlockingIOError:
-        os.close(fd)
-        running = daemon_info(home)
-        where = f" (pid {running.pid}, {running.url})" if running is not None else " (it is starting)"
-        raise DaemonRunning(
-            f"a daemon already serves {str(home)!r}{where}; stop it with `acagent serve --stop`",
-            detail={"pid": running.pid, "url": running.url} if running is not None else {},
-        ) from None
-    running = daemon_info(home)
-    if running is not None and running.pid != os.getpid():  # an older acagent's daemon (no lock)
-        os.close(fd)
-        raise DaemonRunning(
-            f"a daemon already serves {str(home)!r} (pid {running.pid}, {running.url}); stop it with `acagent serve --stop`",
-            detail={"pid": running.pid, "url": running.url},
-        )
-    return fd
+        locked = False
+    running = daemon_info(home)  # with the lock: a daemon of an older acagent (no lock) may run
+    if locked and (running is None or running.pid == os.getpid()):
+        return fd
+    os.close(fd)
+    where = f"pid {running.pid}, {running.url}" if running is not None else "it is starting"
+    raise DaemonRunning(
+        f"a daemon already serves {str(home)!r} ({where}); stop it with `acagent serve --stop`",
+        detail={"pid": running.pid, "url": running.url} if running is not None else {},
+    )
 
 
 async def _watch_signals(stop: anyio.Event) -> None:

@@ -29,6 +29,17 @@ def _info(home: Path) -> dict[str, int] | None:
         return None
 
 
+def _serve(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [ACAGENT, "serve", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def _pid_in_info(home: Path, pid: int) -> bool:
     return (_info(home) or {}).get("pid") == pid
 
@@ -37,17 +48,7 @@ def test_daemons_started_together_leave_exactly_one_serving_f128(tmp_path: Path,
     home = tmp_path / "home"
     home.mkdir()
     env = daemon_env(home, mock)
-    procs = [
-        subprocess.Popen(
-            [ACAGENT, "serve", "--port", "0"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        for _ in range(4)
-    ]
+    procs = [_serve(env) for _ in range(4)]
     try:
         info = wait_for(lambda: _info(home), 30, what="daemon.json")
         wait_for(lambda: sum(_alive(p) for p in procs) == 1, 30, what="the others to exit")
@@ -63,24 +64,12 @@ def test_daemons_started_together_leave_exactly_one_serving_f128(tmp_path: Path,
         )
         assert stop.returncode == 0, stop.stderr
         serving.wait(30)
-        again = subprocess.Popen(
-            [ACAGENT, "serve", "--port", "0"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        again = _serve(env)
         procs.append(again)
         wait_for(lambda: _pid_in_info(home, again.pid), 30, what="restart")
         os.kill(again.pid, signal.SIGKILL)  # the lock dies with the process
         again.wait(10)
-        last = subprocess.Popen(
-            [ACAGENT, "serve", "--port", "0"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        last = _serve(env)
         procs.append(last)
         wait_for(lambda: _pid_in_info(home, last.pid), 30, what="after kill")
     finally:
