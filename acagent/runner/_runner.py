@@ -422,13 +422,18 @@ class InProcessRunner(CancelPaths, SessionPorts):
     ) -> ToolCallRow:
         """Record a decision (``allow``/``deny``/``always``, or an answer to a question).
 
+        ``answer`` with ``allow`` answers a question (``answered``); with ``deny`` or ``always`` it
+        is the decision's note (a deny's reason: "not run: denied by the user (REASON)"). Before,
+        any ``answer`` made the decision ``answered``, so a deny that gave its reason ran the tool
+        (F129).
+
         Raises:
             UserError: an unknown decision.
             ApprovalNotFound: unknown or already resolved (the detail names the winner).
         """
         if decision not in ("allow", "deny", "always", "answered"):
             raise UserError(f"decision must be allow, deny or always, not {decision!r}")
-        if answer is not None:
+        if answer is not None and decision == "allow":
             decision = "answered"
         row = await self.journal.resolve_approval(self.session_id, tool_call_id, decision, note=answer)
         if self.turn is not None:

@@ -216,6 +216,28 @@ class TestApprovals:
         resolved = [e for e in daemon.events(sid) if e["type"] == "approval.resolved"]
         assert [e["payload"]["decision"] for e in resolved] == [winner]
 
+    @pytest.mark.parametrize("decision", ["deny", "always"])
+    def test_an_answer_beside_a_decision_is_its_note_f129(
+        self, daemon: Daemon, workspace: Path, decision: str
+    ) -> None:
+        """F129: ``{"decision": "deny", "answer": "too risky"}`` (a deny with its reason) became
+        ``answered`` and ran the tool; the answer is the decision's note, the decision stands."""
+        sid = daemon.create(workspace)["id"]
+        assert daemon.send(sid, "shell touch ran.txt").status_code == 202
+        tcid = daemon.wait_event(sid, lambda e: e["type"] == "approval.requested")["payload"]["tool_call_id"]
+        r = daemon.http.post(
+            f"/v1/sessions/{sid}/approvals/{tcid}", json={"decision": decision, "answer": "too risky"}
+        )
+        assert r.status_code == 200 and r.json()["decision"] == decision, r.text
+        daemon.wait_status(sid, ("done",))
+        assert (workspace / "ran.txt").exists() == (decision == "always")
+        (resolved,) = [e for e in daemon.events(sid) if e["type"] == "approval.resolved"]
+        assert resolved["payload"]["decision"] == decision
+        (result,) = [e for e in daemon.events(sid) if e["type"] == "tool.result"]
+        if decision == "deny":
+            assert result["payload"]["status"] == "denied"
+            assert result["payload"]["content"] == "not run: denied by the user (too risky)"
+
 
 def test_schemathesis_no_5xx(daemon: Daemon, workspace: Path) -> None:
     """Generated requests from /openapi.json (with the token) never get a 5xx."""
