@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from acagent.errors import JournalError
+from acagent.store._sqlite_lease import live_lease_holder
 
 __all__ = ["MIGRATIONS", "migrate"]
 
@@ -368,16 +369,29 @@ def migrate(db: sqlite3.Connection) -> list[str]:
 
     Raises:
         JournalError: the journal records a migration this code does not know (a newer acagent
-            changed its layout: reading it as the current one would fail on the first changed row).
+            changed its layout: reading it as the current one would fail on the first changed row),
+            or a migration is pending while a live older acagent runs a turn (F130).
     """
     db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    done = {row[0] for row in db.execute("SELECT name FROM migrations")}
+    db.execute("BEGIN")  # the migrations and the leases in one snapshot
+    try:
+        done = {row[0] for row in db.execute("SELECT name FROM migrations")}
+        pending = [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in done]
+        holder = live_lease_holder(db) if pending and "m001_initial" in done else None
+    finally:
+        db.execute("COMMIT")
+    path = db.execute("PRAGMA database_list").fetchone()[2]
     unknown = sorted(done - {fn.__name__ for fn in MIGRATIONS})
     if unknown:
-        path = db.execute("PRAGMA database_list").fetchone()[2]
         raise JournalError(
             f"{path!r} was upgraded by a newer acagent (migration {', '.join(unknown)}, unknown to "
             "this one): run that newer acagent, or open another ACAGENT_HOME"
+        )
+    if holder is not None:
+        raise JournalError(
+            f"an older acagent (pid {holder[1]}) is running a turn of session {holder[0]} in {path!r}: "
+            f"this one would upgrade the journal ({', '.join(pending)}) and that turn could not be "
+            "recorded after it; let it finish (or stop it), then run this again"
         )
     applied = []
     for fn in MIGRATIONS:

@@ -198,3 +198,23 @@ class SqliteLeases:
             )
 
         await self._run_short(tx)
+
+
+def live_lease_holder(db: sqlite3.Connection) -> tuple[str, int] | None:
+    """``(session_id, pid)`` of a session whose lease a live acagent process of this host other
+    than this one holds (not expired), or None.
+
+    Read by :func:`acagent.store._migrations.migrate` before it upgrades a journal: while a
+    migration is pending only an older acagent can hold a lease (a current one migrates before
+    it takes one), and it could not record its turn after the upgrade (F130).
+    """
+    from acagent._pids import pid_alive, runs_acagent
+
+    rows = db.execute(
+        "SELECT id, lease_pid FROM session WHERE lease_owner IS NOT NULL AND lease_expires_at > ? AND lease_host = ?",
+        (time.time(), HOSTNAME),
+    ).fetchall()
+    for session_id, pid in rows:
+        if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid) and runs_acagent(pid):
+            return session_id, pid
+    return None
