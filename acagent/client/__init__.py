@@ -6,8 +6,9 @@ standard library only) imports neither the runner nor httpx/websockets.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from acagent._lazy import lazy_names
 
 if TYPE_CHECKING:
     from acagent.client._base import SessionClient
@@ -41,11 +42,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import public names on first access."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"acagent.client.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, {k: f"acagent.client.{v}" for k, v in _LAZY.items()}, globals())
+"""Import public names on first access."""

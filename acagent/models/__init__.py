@@ -10,7 +10,9 @@ build the catalog's and the store's dataclasses (issue 12, one-shot ``run``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from acagent._lazy import lazy_names
 
 if TYPE_CHECKING:
     from acagent.models._catalog import CATALOG, DEFAULT_LOCAL_MODEL, LocalModelSpec, get_model_spec
@@ -59,13 +61,5 @@ _LAZY = {
 """Every public name (``__all__``) → its module, imported on first access."""
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access (:data:`_LAZY`)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
+"""Import a public name's module on first access (:data:`_LAZY`)."""

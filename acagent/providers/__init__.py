@@ -7,7 +7,9 @@ SDK, nor anything else: each public name loads its module on first access.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from acagent._lazy import lazy_names
 
 if TYPE_CHECKING:
     from acagent.providers._anthropic import AnthropicProvider
@@ -65,13 +67,5 @@ checks a model id with ``acagent.providers._registry`` alone, without the adapte
 (pydantic models, dataclasses) that a command like ``sessions list`` never uses."""
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access (:data:`_LAZY`)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
+"""Import a public name's module on first access (:data:`_LAZY`)."""
