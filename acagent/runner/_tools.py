@@ -162,14 +162,33 @@ class ToolExecutor:
             tool, args, turn.tool_context(row), turn.settings.auto_approve
         ):
             await self._request(turn, turn_id, row, tool, args)  # judged again: see run_open_calls
-        if row.status == "waiting_user" and not await self._decide(turn, turn_id, row, tool, args):
-            return
+        if row.status == "waiting_user":
+            await self._admit_if_covered(turn, row, tool, args)
+            if not await self._decide(turn, turn_id, row, tool, args):
+                return
         if args is None:
             args, error = validate_arguments(tool, tool_call_arguments(row))
             if args is None:
                 await self._finish(turn, turn_id, row, ToolResult(error or "invalid call", status="error"))
                 return
         await self._execute(turn, turn_id, row, tool, args)
+
+    async def _admit_if_covered(self, turn: Turn, row: ToolCallRow, tool: Any, args: Any) -> None:
+        """Allow a call still waiting for its answer that a rule now admits: an ``always`` given
+        to an earlier call of the step covers it (F131; before, the user was asked again for what
+        the prompt had said ``always`` would cover). An answer already given stands."""
+        if args is None or getattr(tool, "interactive", False) or row.approval != "pending":
+            return
+        if turn.policy.needs_approval(tool, args, turn.tool_context(row), turn.settings.auto_approve):
+            return
+        from acagent.errors import ApprovalNotFound
+
+        try:
+            await turn.journal.resolve_approval(
+                turn.session_id, row.tool_call_id, "allow", note="covered by an earlier `always` answer"
+            )
+        except ApprovalNotFound:
+            pass  # answered meanwhile: that decision is what _decide reads
 
     async def _decide(self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> bool:
         """Wait for the decision on a ``waiting_user`` row; True if it may run."""

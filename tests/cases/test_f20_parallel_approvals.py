@@ -98,3 +98,38 @@ async def test_cancel_with_several_pending_closes_them_all(
         assert (await runner.snapshot())["status"] == "cancelled"
         await runner.run_turn("go on")
     assert all(r.status == 200 for r in mock.requests), [r.error for r in mock.requests]
+
+
+async def test_always_on_one_call_covers_its_pending_siblings_f131(
+    tmp_path: Path, mock: MockProvider
+) -> None:
+    """F131: the prompt says what ``always`` covers ("this exact command"); a sibling call of the
+    same step that it covers was still waiting for its own answer. It is now allowed by that rule
+    (``approval.resolved`` allow, with the reason); a call the rule does not cover still asks."""
+    W = Path(os.path.realpath(tmp_path)) / "w"
+    W.mkdir()
+    settings = settings_for(tmp_path / "state", mock, "openai")
+    same, other = {"command": "echo same >> out.txt"}, {"command": "echo other >> out.txt"}
+    calls = [("call_a", "shell", same), ("call_b", "shell", same), ("call_c", "shell", other)]
+    async with open_session(settings, W) as (_, runner):
+        mock.script(openai_tool_calls(calls), TextReply("done"))
+        since = runner.bus.last_seq
+        await runner.step("three calls")
+        asked = await requested_all(runner, since, 3)
+        assert [p["always"] for p in asked][:1] == ["always: this exact command only, for this session"]
+        await runner.answer_approval("call_a", "always")
+        with anyio.fail_after(20):
+            while [p["tool_call_id"] for p in (await runner.snapshot())["pending_approvals"]] != ["call_c"]:
+                await anyio.sleep(0.05)
+        await runner.answer_approval("call_c", "deny")
+        with anyio.fail_after(20):
+            await runner.wait()
+        events = [e for e in await journal_events(runner) if e.seq > since]
+    resolved = {e.payload["tool_call_id"]: e.payload for e in events if e.type == "approval.resolved"}
+    assert resolved["call_a"]["decision"] == "always"
+    assert resolved["call_b"]["decision"] == "allow" and "always" in resolved["call_b"]["reason"]
+    assert resolved["call_c"]["decision"] == "deny"
+    results = {e.payload["tool_call_id"]: e.payload["status"] for e in events if e.type == "tool.result"}
+    assert results == {"call_a": "ok", "call_b": "ok", "call_c": "denied"}
+    assert (W / "out.txt").read_text() == "same\nsame\n"
+    assert all(r.status == 200 for r in mock.requests), [r.error for r in mock.requests]
