@@ -23,9 +23,10 @@ short calls of the write connection on the event loop's own thread.
   * ``fn`` is short (indexed statements on one session; no scans that grow without bound, no
     migrations, no imports, no big payloads: the caller picks ``_run`` for those).
 
-- WAL checkpoints fsync, so they must not run inline: the write connection's automatic
-  checkpoint is off when inline writes are on, and after about :data:`CHECKPOINT_PAGES` pages
-  of writes (an estimate: Python's sqlite3 exposes no WAL hook that counts them) the next short
+- WAL checkpoints fsync, so they must not run inline: with inline writes on, the write
+  connection's automatic checkpoint is on only while one of its thread's jobs runs (a big import
+  checkpoints as it goes, as before), and after about :data:`CHECKPOINT_PAGES` pages of inline
+  writes (an estimate: Python's sqlite3 exposes no WAL hook that counts them) the next short
   write first runs a ``PASSIVE`` checkpoint on the read connection's thread (errors ignored, as
   SQLite ignores an automatic checkpoint's), so the WAL stays as small as with SQLite's default.
 """
@@ -99,6 +100,10 @@ class SqliteConnections:
         self._raw: sqlite3.Connection = write._conn  # aiosqlite's handle (see open_connection)
         self._inline_writes = durability == "normal"
         self._timeout_sql = f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"
+        self._job_start: tuple[str, ...] = (self._timeout_sql,)
+        """What a job of the write connection's thread runs first (and ``_job_end`` after it):
+        the busy timeout, and with inline writes the automatic checkpoint, are on only there."""
+        self._job_end: tuple[str, ...] = ("PRAGMA busy_timeout = 0",)
         self._sent = 0
         """Jobs sent to the write connection's thread (written on the loop thread only)."""
         self._done = 0
@@ -108,18 +113,22 @@ class SqliteConnections:
     async def _start_inline(self) -> None:
         """Make the write connection ready for inline calls (after the migrations ran)."""
         if self._inline_writes:
-            await self._run(lambda db: db.execute("PRAGMA wal_autocheckpoint = 0"))
+            self._job_start = (self._timeout_sql, f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")
+            self._job_end = ("PRAGMA busy_timeout = 0", "PRAGMA wal_autocheckpoint = 0")
+            await self._run(lambda db: None)  # leaves the connection in the inline state
 
     def _job(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
         """``fn`` as a job of the write connection's thread: with the busy timeout, then counted."""
 
         def job(db: sqlite3.Connection) -> T:
             try:
-                db.execute(self._timeout_sql)
+                for sql in self._job_start:
+                    db.execute(sql)
                 try:
                     return fn(db)
                 finally:
-                    db.execute("PRAGMA busy_timeout = 0")
+                    for sql in self._job_end:
+                        db.execute(sql)
             finally:
                 self._done += 1  # after the last use of the connection by this thread
 
@@ -142,9 +151,7 @@ class SqliteConnections:
             if not self._w._running:
                 raise ValueError("Connection closed")
             self._sent += 1  # _execute queues the job now: it will run and count itself done
-            out = await self._w._execute(self._job(fn), raw)  # type: ignore[no-untyped-call]
-            self._wal_pages += WRITE_PAGES
-            return out  # type: ignore[no-any-return]
+            return await self._w._execute(self._job(fn), raw)  # type: ignore[no-untyped-call, no-any-return]
         except sqlite3.Error as exc:
             raise map_errors(exc) from exc
 

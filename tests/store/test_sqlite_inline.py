@@ -195,16 +195,44 @@ async def test_the_write_readers_see_an_inline_commit(tmp_path: Path) -> None:
 
 
 async def test_inline_writes_keep_the_wal_checkpointed(tmp_path: Path) -> None:
-    """The write connection's automatic checkpoint is off (it would fsync on the loop); the
-    journal checkpoints on the read connection's thread instead, so the WAL does not keep
-    growing: after 3 × CHECKPOINT_PAGES / 4 small commits it holds far fewer frames than written."""
+    """Outside its thread's jobs the write connection's automatic checkpoint is off (it would
+    fsync on the loop); the journal checkpoints on the read connection's thread instead, so the
+    WAL does not keep growing: after 3 × CHECKPOINT_PAGES / 4 small commits it holds far fewer
+    frames than they wrote."""
     j = await SqliteJournal.open(tmp_path / "a.db")
     sid, lease = await _session(j)
-    assert await j._run(lambda db: db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
+    pragma = "PRAGMA wal_autocheckpoint"
+    assert await j._run_short(lambda db: db.execute(pragma).fetchone()[0], writes=False) == 0
+    assert await j._run(lambda db: db.execute(pragma).fetchone()[0]) == CHECKPOINT_PAGES
     for i in range(3 * CHECKPOINT_PAGES // 4):
         await j.commit(sid, [("user.message", {"text": f"m{i}"})], lease=lease)
     _, frames, _ = await j._run(lambda db: db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
     assert 0 <= frames < CHECKPOINT_PAGES  # unchecked: ≥ 2 frames per commit, ~1,500
+    await j.aclose()
+
+
+async def test_a_big_write_on_the_thread_checkpoints_as_it_goes(tmp_path: Path) -> None:
+    """An import (a job of the write connection's thread) keeps SQLite's automatic checkpoint:
+    its pages reach the database file at its commit, not at some later inline commit."""
+    from acagent.events import Event
+    from acagent.store import ImportedSession
+
+    j = await SqliteJournal.open(tmp_path / "a.db")
+    before = (tmp_path / "a.db").stat().st_size
+    text = "".join(f"{i:x}" for i in range(120))
+    events = [
+        Event(
+            seq=i,
+            ts="2026-01-01T00:00:00.000000Z",
+            session_id="ses_imp",
+            type="user.message",
+            payload={"text": f"{i}{text}"},
+        )
+        for i in range(1, 3001)
+    ]
+    await j.import_session(ImportedSession(session_id="ses_imp", cwd="/w", last_seq=3000), iter(events))
+    assert (tmp_path / "a.db").stat().st_size > before + 300_000  # ~700 KB of events, checkpointed
+    assert len(await j.events("ses_imp")) == 3000
     await j.aclose()
 
 
