@@ -13,12 +13,13 @@ FINDINGS: dict[str, str] = {
 grows with history (incremental context digest and history check, no context reload per turn, requests sized
 by their new messages, tool schemas once per tool class); what is left is a constant cost per turn:
 
-- *Journal round trips*: the count is printed above (eight per tool turn: the lease with the session row and
-  caps, the accept, two `step.started`, the tool-id check, two step commits, the tool start + result). What
-  the runner wrote is not read back (`Turn.open_calls`, `Turn.fresh_seq`, `Turn.limits` in `acagent/runner/_turn.py`), a quick
+- *Journal transactions*: eight per tool turn (the lease with the session row and caps, the accept, two
+  `step.started`, the tool-id check, two step commits, the tool start + result). What the runner wrote is not
+  read back (`Turn.open_calls`, `Turn.fresh_seq`, `Turn.limits` in `acagent/runner/_turn.py`), a quick
   read-only call commits its start with its result (`may_defer_start` in `acagent/runner/_tools.py`) and the
-  completion commit gives the lease up (`ReleaseLease`). Each remaining transaction is a thread hop to
-  aiosqlite's writer: the loop's largest own-time entry is still `epoll` waiting for them.
+  completion commit gives the lease up (`ReleaseLease`). With `durability = "normal"` they run on the event
+  loop's thread (`acagent/store/_sqlite_conn.py`, figure 3): the thread hops printed above are only the calls
+  that had to wait for another connection's lock or carried a big payload.
 - *The step rows*: `step.started` (`InsertStep`, invariant 2) cannot ride in the preceding commit (the accept,
   the tool result) because its step id names the context's last seq (`AgenticLoop.llm_step`,
   `acagent/runner/_loop.py`), which the journal assigns in that very commit.
@@ -26,12 +27,11 @@ by their new messages, tool schemas once per tool class); what is left is a cons
   `TranscriptWriter.sync()` and `write()` in `acagent/store/_transcript.py`: `flock`, `stat`, `fstat` per
   event), `SessionWriter.commit()`, the bus, and pydantic validation of payloads and messages.
 
-**Fixes.** (1) Run `durability="normal"` commits on the calling thread (figure 3, fix 1), removing the hop —
-the largest item left. (2) A step id that does not name a journal-assigned seq (or one the store fills in), so
-`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (3) Fold the
+**Fixes.** (1) A step id that does not name a journal-assigned seq (or one the store fills in), so
+`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (2) Fold the
 accept into `Journal.lease_session` (the lease, the session row and its caps in one hop already), so a turn's
 start is one round trip, not two.
-(4) Batch the transcript pump: drain the subscription and write once, one lock and one state check per batch.
+(3) Batch the transcript pump: drain the subscription and write once, one lock and one state check per batch.
 """,
     "resume flat": """
 **Finding (figure 2).** Opening a session reads no message: `SessionPorts.load()` (`acagent/runner/_session.py`)
@@ -116,16 +116,16 @@ count kept by the runners; `clean_value` decides a clean payload in one orjson p
 
 - the transcript pump (`TranscriptKeeper._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
   `acagent/store/_transcript.py`): `fcntl.flock`, `fstat` and `stat` per event lead the loop's own-time list;
-- four journal round trips per one-step turn (the lease with the session row and caps, the accept,
-  `step.started`, the reply with `turn.completed` and the lease release), each a future, a queue `put` and a wake-up on the loop;
-- the journal writer thread (second profile): SQLite's `execute`, several statements per commit (each op is
-  its own `UPDATE session` in `acagent/store/_sqlite_ops.py`: the accept's `SetTurn`, `SetCancel`,
-  `SetStatus`, `SetTitle`), is now as busy as the loop.
+- four journal transactions per one-step turn (the lease with the session row and caps, the accept,
+  `step.started`, the reply with `turn.completed` and the lease release), inline on the loop while the
+  journal's writer thread is idle and queued on that thread while it is busy (`acagent/store/_sqlite_conn.py`);
+- SQLite's `execute`, several statements per commit (each op is its own `UPDATE session` in
+  `acagent/store/_sqlite_ops.py`: the accept's `SetTurn`, `SetCancel`, `SetStatus`, `SetTitle`).
 
 **Fixes.** (1) Let the transcript pump drain what is queued (`receive_nowait`) and write it in one locked
 `write`, checking the file's state once per batch, not per event. (2) Group commits from all sessions into one
-transaction per hop (or commit inline, figure 3 fix 1), and fold a commit's session-row ops into the one
-`UPDATE session` it already runs. (3) Figure 1's fix (3): one round trip fewer per turn. A p99 of
+transaction while the writer thread is busy, and fold a commit's session-row ops into the one
+`UPDATE session` it already runs. (3) Figure 1's fix (2): one transaction fewer per turn. A p99 of
 ≤ 20 ms at 1,000 turns/s offered needs well under 1 ms of loop CPU per turn (or several processes sharing the
 sessions).
 """,
