@@ -272,7 +272,13 @@ class InProcessRunner(CancelPaths, SessionPorts):
     ) -> None:
         error: AcagentError | None = None
         try:
-            if await self._drive(first) and new_turn is not None and new_text is not None:
+            await self._drive(first)
+            # The message queued behind a resumed turn runs once that turn's end is committed,
+            # however it ended (a failed or cancelled resumed turn left the session resting, as
+            # a message sent a moment later would find it; a cancel never reaches a later turn).
+            # Before, only a completed one was followed: the client held the new turn's id and
+            # waited for its end forever (F132).
+            if first.outcome is not None and new_turn is not None and new_text is not None:
                 turn = self._new_turn(new_turn)
                 turn.release_at_end = True
                 self.turn, self.state = turn, RunnerState.RUNNING
