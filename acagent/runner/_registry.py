@@ -29,7 +29,7 @@ from acagent.runner._sdk import prewarm
 from acagent.runner._transcripts import TranscriptKeeper
 from acagent.settings import Settings
 from acagent.store import ACTIVE, Journal, SessionRow
-from acagent.store._transcript import TranscriptWriter
+from acagent.store._transcript_writer import TranscriptWriter
 from acagent.tools import Tool, default_tools
 
 __all__ = ["SessionRegistry", "ToolSource", "canonical_cwd"]

@@ -20,7 +20,8 @@ from acagent.events import make_payload
 from acagent.runner._runner import InProcessRunner
 from acagent.settings import Settings
 from acagent.store import Journal, SessionRow
-from acagent.store._transcript import TranscriptWriter, transcript_path
+from acagent.store._transcript import transcript_path
+from acagent.store._transcript_writer import TranscriptWriter
 
 __all__ = ["TranscriptKeeper"]
 
@@ -72,12 +73,12 @@ class TranscriptKeeper:
                         batch = await sub.receive_batch()  # a burst of deltas: one locked write
                     except anyio.EndOfStream:
                         break
-                    if batch[0].seq > writer.sync() + 1:
+                    if not writer.append_next(batch):  # one lock per batch (figures 1 and 5)
                         # dropped, or the file lags (cut by a crash or by hand): fill the gap from the journal
                         writer.write(
                             await self.journal.events(row.id, writer.last_seq, until=batch[0].seq - 1)
                         )
-                    writer.write(batch)  # drops only happen at a full queue: a batch has no gap
+                        writer.write(batch)  # drops only happen at a full queue: a batch has no gap
             except OSError as exc:  # disk full, read-only: one line, never a traceback
                 log.warning(
                     "transcript %s: write failed (%s); it will be repaired from the journal", path, exc

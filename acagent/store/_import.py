@@ -45,10 +45,10 @@ from acagent.store._rows import new_session_id
 from acagent.store._transcript import (
     SAFE_SESSION_ID,
     TranscriptRead,
-    TranscriptWriter,
     read_transcript,
     transcript_path,
 )
+from acagent.store._transcript_writer import TranscriptWriter
 
 __all__ = ["ImportPlan", "ImportProgress", "ImportResult", "import_transcript", "plan_import"]
 

@@ -37,7 +37,8 @@ from acagent.store import SqliteJournal
 from acagent.store._import import import_transcript, plan_import
 from acagent.store._ops import CONTEXT_TYPES
 from acagent.store._payload import payload_text
-from acagent.store._transcript import TranscriptWriter, parse_transcript, read_transcript
+from acagent.store._transcript import parse_transcript, read_transcript
+from acagent.store._transcript_writer import TranscriptWriter
 from tests.cases.conftest import journal_events, open_session, parse_lines, session_transcript, settings_for
 from tests.mockprovider import MockProvider, TextReply, openai_tool_calls, validate_anthropic, validate_openai
 

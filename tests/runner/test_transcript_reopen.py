@@ -9,7 +9,7 @@ import pytest
 
 from acagent.runner import SessionRegistry
 from acagent.settings import load_settings
-from acagent.store._transcript import TranscriptWriter
+from acagent.store._transcript_writer import TranscriptWriter
 from acagent.testing import Reply, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ from acagent.runner import SessionRegistry
 from acagent.settings import load_settings
 from acagent.store import SqliteJournal
 from acagent.store._import import import_transcript
-from acagent.store._transcript import TranscriptWriter
+from acagent.store._transcript_writer import TranscriptWriter
 from acagent.testing import Reply, ScriptedModel
 
 pytestmark = pytest.mark.anyio
