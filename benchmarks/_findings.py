@@ -24,14 +24,14 @@ by their new messages, tool schemas once per tool class); what is left is a cons
   the tool result) because its step id names the context's last seq (`AgenticLoop.llm_step`,
   `acagent/runner/_loop.py`), which the journal assigns in that very commit.
 - *Per-event work on the loop*: the transcript pump (`TranscriptKeeper._start_transcript.pump` →
-  `TranscriptWriter.sync()` and `write()` in `acagent/store/_transcript.py`: `flock`, `stat`, `fstat` per
-  event), `SessionWriter.commit()`, the bus, and pydantic validation of payloads and messages.
+  `TranscriptWriter.append_next` in `acagent/store/_transcript_writer.py`: one `flock`, `stat` and `fstat` per
+  batch the pump drained, no longer two), `SessionWriter.commit()`, the bus, and pydantic validation of
+  payloads and messages.
 
 **Fixes.** (1) A step id that does not name a journal-assigned seq (or one the store fills in), so
 `step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (2) Fold the
 accept into `Journal.lease_session` (the lease, the session row and its caps in one hop already), so a turn's
 start is one round trip, not two.
-(3) Batch the transcript pump: drain the subscription and write once, one lock and one state check per batch.
 """,
     "resume flat": """
 **Finding (figure 2).** Opening a session reads no message: `SessionPorts.load()` (`acagent/runner/_session.py`)
@@ -117,18 +117,17 @@ core (CPU column), which stretches the queue further. The per-session items of e
 schemas once per tool class: the benchmark's tool was a class made per session; `busy_count()` is a running
 count kept by the runners; `clean_value` decides a clean payload in one orjson pass). Where the time goes now:
 
-- the transcript pump (`TranscriptKeeper._start_transcript.pump` → `TranscriptWriter.sync()` and `write()` in
-  `acagent/store/_transcript.py`): `fcntl.flock`, `fstat` and `stat` per event lead the loop's own-time list;
+- the transcript pump (`TranscriptKeeper._start_transcript.pump` → `TranscriptWriter.append_next` in
+  `acagent/store/_transcript_writer.py`): `fcntl.flock`, `fstat` and `stat` once per drained batch;
 - four journal transactions per one-step turn (the lease with the session row and caps, the accept,
   `step.started`, the reply with `turn.completed` and the lease release), inline on the loop while the
   journal's writer thread is idle and queued on that thread while it is busy (`acagent/store/_sqlite_conn.py`);
 - SQLite's `execute`, several statements per commit (each op is its own `UPDATE session` in
   `acagent/store/_sqlite_ops.py`: the accept's `SetTurn`, `SetCancel`, `SetStatus`, `SetTitle`).
 
-**Fixes.** (1) Let the transcript pump drain what is queued (`receive_nowait`) and write it in one locked
-`write`, checking the file's state once per batch, not per event. (2) Group commits from all sessions into one
+**Fixes.** (1) Group commits from all sessions into one
 transaction while the writer thread is busy, and fold a commit's session-row ops into the one
-`UPDATE session` it already runs. (3) Figure 1's fix (2): one transaction fewer per turn. A p99 of
+`UPDATE session` it already runs. (2) Figure 1's fix (2): one transaction fewer per turn. A p99 of
 ≤ 20 ms at 1,000 turns/s offered needs well under 1 ms of loop CPU per turn (or several processes sharing the
 sessions).
 """,
