@@ -53,6 +53,7 @@ class CancelPaths:
         row: SessionRow
         state: RunnerState
         turn: Turn | None
+        queued: list[str]
         _turn_done: anyio.Event
 
         @property
@@ -101,7 +102,12 @@ class CancelPaths:
         """
         if self.turn is not None:
             if turn_id is not None and self.turn.turn_id != turn_id:
-                return False
+                if self.queued[:1] != [turn_id]:
+                    return False
+                # The message queued behind the resumed turn in progress (``run --resume ID TEXT``
+                # cancels the turn it was given): both stop, the message's turn records its end
+                # without running (F133).
+                self.queued.append(reason)
             self.interrupt(reason, turn_id=self.turn.turn_id)
             return True
         row = await self.journal.get_session(self.session_id)

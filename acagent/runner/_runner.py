@@ -92,6 +92,8 @@ class InProcessRunner(CancelPaths, SessionPorts):
         self._state = RunnerState.IDLE
         self.turn: Turn | None = None
         """The turn in progress (None when idle)."""
+        self.queued: list[str] = []
+        """``[turn_id]`` of a message queued behind a resumed turn (``+ [reason]``: cancelled)."""
         self.halted: TurnHalted | None = None
         """Why the last turn stopped here without recording its end (None: it did record it)."""
         self._tool_definitions: list[ToolDefinition] | None = None
@@ -209,6 +211,7 @@ class InProcessRunner(CancelPaths, SessionPorts):
         self.state = RunnerState.RUNNING
         queued = new_turn if first.turn_id != new_turn else None
         first.release_at_end = queued is None  # no turn of this runner follows under this lease
+        self.queued = [queued] if queued is not None else []
         self._tg.start_soon(self._run, first, queued, user_input, idempotency_key)
         return new_turn or first.turn_id
 
@@ -273,13 +276,12 @@ class InProcessRunner(CancelPaths, SessionPorts):
         error: AcagentError | None = None
         try:
             await self._drive(first)
-            # The message queued behind a resumed turn runs once that turn's end is committed,
-            # however it ended (a failed or cancelled resumed turn left the session resting, as
-            # a message sent a moment later would find it; a cancel never reaches a later turn).
-            # Before, only a completed one was followed: the client held the new turn's id and
-            # waited for its end forever (F132).
+            # The queued message runs once the resumed turn's end is committed, however it
+            # ended (only a completed one was followed: the message's client waited, F132).
             if first.outcome is not None and new_turn is not None and new_text is not None:
                 turn = self._new_turn(new_turn)
+                if len(self.queued) > 1:  # a cancel named it: recorded, then ended without a call
+                    turn.interrupt(self.queued[1])
                 turn.release_at_end = True
                 self.turn, self.state = turn, RunnerState.RUNNING
                 await self._accept(turn, new_text, key)
@@ -295,6 +297,7 @@ class InProcessRunner(CancelPaths, SessionPorts):
             log.exception("session %s: turn crashed", self.session_id)
             error = AcagentError(f"the turn crashed: {exc!r}")
         finally:
+            self.queued = []
             self._halt_if_unended(error)
             await self._release()
 

@@ -1,9 +1,11 @@
-"""A message sent with ``run --resume`` to a session whose turn was interrupted (F132).
+"""A message sent with ``run --resume`` to a session whose turn was interrupted (F132, F133).
 
 The runner first finishes the interrupted turn, then runs the message under the same lease. Before,
 the message ran only when that resumed turn *completed*: when it failed (a provider refusal, the
 daily cap) the message was never started nor ended, and ``acagent run`` (or a daemon's client)
-waited for its end forever. A real ``acagent run`` is SIGKILLed inside a tool, then resumed.
+waited for its end forever. And a Ctrl-C while the resumed turn ran was ignored: ``run`` cancels
+the turn it was given (the message's), which was not current yet, so the resumed turn and then
+the message ran on (exit 0). A real ``acagent run`` is SIGKILLed inside a tool, then resumed.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.mockprovider import MockProvider, Script, openai_text, openai_tool_calls
-
+from tests.mockprovider import MockProvider, Script, openai_text, openai_tool_calls, split_every
 
 _ENDS = ("turn.completed", "turn.failed", "turn.interrupted")
 
@@ -78,3 +79,30 @@ def test_a_message_queued_behind_a_resumed_turn_that_fails_still_ends_f132(
         assert done.returncode == 1 and done.stderr.splitlines() == [
             "acagent: error: today's limit of $0.00 is reached ($0.0000 used; [limits] daily_usd)"
         ]
+
+
+def test_ctrl_c_while_the_resumed_turn_runs_stops_it_and_the_message_f133(
+    cli: Any, mock: MockProvider, workspace: Path
+) -> None:
+    session_id = _interrupted_session(cli, mock, workspace)
+    mock.script(
+        Script(chunks=split_every(openai_text("resumed slowly"), 20), pause_after=2), openai_text("new")
+    )
+    model = ["--model", "openai:mock", "--base-url", mock.openai_base_url]
+    proc = cli.popen("run", "--yes", *model, "--resume", session_id, "go on", cwd=workspace)
+    try:
+        mock.wait_paused(1, timeout=30)  # the resumed turn's call is streaming
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        mock.release(5)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "acagent: error: the turn was interrupted (user)"
+    events = [
+        json.loads(line) for line in cli("export", session_id, cwd=workspace, check=True).stdout.splitlines()
+    ]
+    ends = [(e["type"], e["payload"].get("reason")) for e in events if e["type"] in _ENDS]
+    assert ends[-2:] == [("turn.interrupted", "user"), ("turn.interrupted", "user")]
+    assert [e["payload"]["text"] for e in events if e["type"] == "user.message"][-1] == "go on"  # recorded
+    assert len(mock.requests) == 2  # the first run's call and the resumed turn's: the message made none
