@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
 from acagent._pids import pid_alive
+from acagent._url import redact_url
 from acagent.cli._app import app, fail
 from acagent.errors import AcagentError
 
@@ -102,20 +102,8 @@ def read_daemon_state(home: Path) -> DaemonState:
         present=True,
         pid=pid,
         alive=pid_alive(pid) if pid is not None else False,
-        address=_redact_url(address) if isinstance(address, str) else None,
+        address=redact_url(address) if isinstance(address, str) else None,
     )
-
-
-def _redact_url(url: str) -> str:
-    """Drop userinfo, query and fragment (they may carry credentials)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def _config_model(home: Path) -> str | None:
@@ -210,7 +198,7 @@ def doctor_report(
         return "set" if value else "not set"
 
     def url(value: str | None) -> str:
-        return _redact_url(value) if value else "not set"
+        return redact_url(value) if value else "not set"
 
     report.settings_lines = [
         ("OPENAI_API_KEY", is_set(p.openai_api_key)),

@@ -35,6 +35,7 @@ import anyio
 import anyio.to_thread
 import orjson
 
+from acagent._url import redact_url
 from acagent.errors import (
     ConfigError,
     ContextOverflow,
@@ -210,6 +211,8 @@ class HTTPProvider(ABC):
         self.name = name
         self.model = model
         self.base_url = base_url
+        self.shown_url = redact_url(base_url)
+        """``base_url`` as messages show it (no user information, query or fragment)."""
         self.timeout_s = timeout_s
         self.idle_timeout_s = idle_timeout_s
         self._api_key = api_key
@@ -239,7 +242,7 @@ class HTTPProvider(ABC):
         return self.response_class(
             events,
             provider=self.name,
-            base_url=self.base_url,
+            base_url=self.shown_url,
             idle_timeout_s=self.idle_timeout_s,
             deadline=deadline,
         )
@@ -284,14 +287,14 @@ class HTTPProvider(ABC):
             httpx = sys.modules.get("httpx")
             if httpx is not None and isinstance(exc, httpx.TimeoutException):
                 raise ProviderConnectionError(
-                    f"request to {self.name!r} at {self.base_url!r} timed out"
+                    f"request to {self.name!r} at {self.shown_url!r} timed out"
                 ) from exc
             if stage == "connect":
                 raise ProviderConnectionError(
-                    f"cannot reach {self.name!r} at {self.base_url!r}: {exc!r}"
+                    f"cannot reach {self.name!r} at {self.shown_url!r}: {exc!r}"
                 ) from exc
             raise ProviderConnectionError(
-                f"connection to {self.name!r} at {self.base_url!r} broke: {exc!r}"
+                f"connection to {self.name!r} at {self.shown_url!r} broke: {exc!r}"
             ) from exc
 
     @asynccontextmanager
@@ -334,7 +337,7 @@ class HTTPProvider(ABC):
                     raise error if response.status_code >= 300 else _not_a_stream_error(error, media)
         except TimeoutError as exc:
             raise ProviderConnectionError(
-                f"{self.name!r} at {self.base_url!r} did not answer within {self.idle_timeout_s:g} s"
+                f"{self.name!r} at {self.shown_url!r} did not answer within {self.idle_timeout_s:g} s"
             ) from exc
         try:
             yield self._streamed(EventSource(response, self.idle_timeout_s), deadline)
