@@ -126,6 +126,27 @@ class EventSource:
                 self.activity.done_marker = True
         return pending.popleft()
 
+    async def finish(self, *, wait_s: float = 0.05, max_bytes: int = 65536) -> None:
+        """Close the response of a stream the adapter read to its end, reading first what is left
+        of the body (after ``[DONE]`` or ``message_stop`` that is the last chunk's terminator, or
+        nothing) for at most ``wait_s`` seconds and ``max_bytes`` bytes.
+
+        A response read to its end hands its connection back to the client's pool (httpx's and
+        :mod:`acagent.providers._h1`'s alike); closed before, the connection is dropped, and the
+        next call paid a new TCP connect — over https a new TLS handshake — every time. A body
+        that does not end within the bounds is closed as before.
+        """
+        left = max_bytes
+        with anyio.move_on_after(wait_s):
+            try:
+                async for chunk in self._raw:
+                    left -= len(chunk)
+                    if left < 0:
+                        break
+            except Exception:  # a broken tail only costs the connection: it is closed below
+                pass
+        await self.response.aclose()
+
 
 class BodyParts:
     """A request body given as its parts (:meth:`HTTPProvider.encode_parts`), for httpx's
@@ -339,11 +360,15 @@ class HTTPProvider(ABC):
             raise ProviderConnectionError(
                 f"{self.name!r} at {self.shown_url!r} did not answer within {self.idle_timeout_s:g} s"
             ) from exc
+        source = EventSource(response, self.idle_timeout_s)
         try:
-            yield self._streamed(EventSource(response, self.idle_timeout_s), deadline)
-        finally:
+            yield self._streamed(source, deadline)
+        except BaseException:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5.0), suppress(Exception):
-                await response.aclose()
+                await response.aclose()  # aborted: the connection is closed, never reused
+            raise
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5.0), suppress(Exception):
+            await source.finish()
 
     async def aclose(self) -> None:
         """Close the HTTP client (if one was built)."""

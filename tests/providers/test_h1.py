@@ -356,3 +356,33 @@ async def test_a_body_that_does_not_decode_is_a_truncated_stream_on_both_paths(
     with pytest.raises(StreamTruncated, match=r"does not decode|decompress"):
         await collect(provider, make_request())
     await provider.aclose()
+
+
+def _chunked_stream(body: bytes) -> list[bytes | None]:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    return [head, b"%x\r\n%s\r\n" % (len(body), body), b"0\r\n\r\n"]
+
+
+@pytest.mark.parametrize("own_client", [True, False], ids=["h1", "httpx"])
+async def test_a_finished_stream_leaves_its_connection_for_the_next_call(
+    server: list[RawServer], monkeypatch: pytest.MonkeyPatch, own_client: bool
+) -> None:
+    """Before: the response was closed at ``[DONE]``, before the body's last chunk was read, so
+    the connection was dropped and every call paid a new connect (over https a TLS handshake)."""
+    from acagent.providers import _h1
+    from acagent.providers._openai import OpenAIProvider
+    from tests.mockprovider import openai_text
+    from tests.providers.helpers import collect, make_request
+
+    if not own_client:
+        monkeypatch.setattr(_h1, "usable_for", lambda *_a, **_k: False)
+    body = openai_text("hello", usage=(3, 1))
+    s = _serve(server, _chunked_stream(body), _chunked_stream(body), _chunked_stream(body))
+    provider = OpenAIProvider("m", base_url=s.url, api_key="k")
+    try:
+        for _ in range(3):
+            _, response = await collect(provider, make_request())
+            assert "".join(p.text for p in response.parts if hasattr(p, "text")) == "hello"
+    finally:
+        await provider.aclose()
+    assert len(s.requests) == 3 and s.connections == 1
