@@ -1,8 +1,9 @@
 """Figure 8: the provider adapters — CPU per model call vs history, and tool-argument assembly.
 
 - **CPU per call** through the real adapters (``OpenAIProvider``, ``AnthropicProvider``:
-  acagent's incrementally encoded body posted with httpx, the WHATWG event parser, the stream
-  mapping), against the strict mock (``tests/mockprovider.py``) answering a short text
+  acagent's incrementally encoded body posted by acagent's own HTTP/1.1 client — the mock is a
+  plain-http endpoint, `acagent/providers/_h1.py`; https goes through httpx — on a kept-alive
+  connection, the WHATWG event parser, the stream mapping), against the strict mock (``tests/mockprovider.py``) answering a short text
   reply. The history has N turns (user 1,000 chars; assistant 200 chars + a tool call with an
   800-char argument; the tool result; the final 1,000-char answer), kept as the same message
   objects from call to call as the runner's context keeps them, plus one new user message per
