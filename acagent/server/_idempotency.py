@@ -49,10 +49,13 @@ __all__ = ["JOURNALED_KEYS", "IdempotencyCache", "journaled_turn", "key_digest"]
 JOURNALED_KEYS = 32
 
 
-def key_digest(key: str) -> str:
+def key_digest(key: str, auto_approve: bool = False) -> str:
     """The form of an ``Idempotency-Key`` the journal stores: 32 hex digits of its blake2b hash
-    (the key itself is the client's and never stored)."""
-    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    (the key itself is the client's and never stored). The message's other body field,
+    ``auto_approve``, is folded in when true (so a digest written without it reads as false), and
+    :func:`journaled_turn` tells a retry with another ``auto_approve`` from a new key (F135)."""
+    material = key + "\x00auto_approve" if auto_approve else key
+    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _reused(key: str) -> IdempotencyKeyReused:
@@ -62,22 +65,24 @@ def _reused(key: str) -> IdempotencyKeyReused:
 
 
 async def journaled_turn(
-    journal: Journal, session_id: str, key: str, text: str, *, ttl_s: float
+    journal: Journal, session_id: str, key: str, text: str, *, ttl_s: float, auto_approve: bool = False
 ) -> str | None:
     """The id of the turn the journal accepted with message key ``key`` in the last ``ttl_s``
     seconds (among the session's newest :data:`JOURNALED_KEYS` user messages), or None.
 
     Raises:
-        IdempotencyKeyReused: that message had another text.
+        IdempotencyKeyReused: that message had another text or another ``auto_approve`` (what the
+            in-memory cache refuses too, so a restart does not change the answer).
     """
-    digest = key_digest(key)
+    flags = {key_digest(key, False): False, key_digest(key, True): True}
     now = time.time()
     for event in await journal.last_events(session_id, ("user.message",), JOURNALED_KEYS):
-        if event.payload.get("idempotency_key") != digest:
+        flag = flags.get(event.payload.get("idempotency_key"))  # type: ignore[arg-type]
+        if flag is None:
             continue
         if now - _epoch(event.ts) > ttl_s:
             return None  # expired, as in the cache: the request is new
-        if event.payload.get("text") != text:
+        if event.payload.get("text") != text or flag != auto_approve:
             raise _reused(key)
         turn_id = event.payload.get("turn_id")
         return turn_id if isinstance(turn_id, str) else None

@@ -54,7 +54,8 @@ async def start_message(
     with that turn's id instead of being applied again.
 
     Raises:
-        IdempotencyKeyReused: the journal's message with ``key`` had another text.
+        IdempotencyKeyReused: the journal's message with ``key`` had another text or
+            ``auto_approve``.
     """
     if not state.accepting:
         raise DaemonStopping("the daemon is shutting down; retry when it is back")
@@ -62,7 +63,10 @@ async def start_message(
     async with state.turn_lock(session_id):
         if key is not None:
             ttl_s = state.limits.idempotency_ttl_s
-            first = await journaled_turn(state.journal, session_id, key, body["text"], ttl_s=ttl_s)
+            auto_flag = bool(body.get("auto_approve"))
+            first = await journaled_turn(
+                state.journal, session_id, key, body["text"], ttl_s=ttl_s, auto_approve=auto_flag
+            )
             if first is not None:
                 return {"turn_id": first, "session_id": session_id}
         runner = await state.registry.get_runner(session_id)
@@ -76,7 +80,7 @@ async def start_message(
             auto = bool(body.get("auto_approve")) or state.settings.auto_approve
             if runner.settings.auto_approve != auto:
                 runner.settings = state.settings.model_copy(update={"auto_approve": auto})
-        digest = key_digest(key) if key is not None else None
+        digest = key_digest(key, bool(body.get("auto_approve"))) if key is not None else None
         _, turn_id = await state.registry.start_turn(session_id, body["text"], idempotency_key=digest)
     return {"turn_id": turn_id, "session_id": session_id}
 

@@ -248,3 +248,36 @@ def test_two_keys_on_one_request_are_refused(start_daemon: Any, workspace: Path)
         f"/v1/sessions/{sid}/messages", json={"text": "say x"}, headers={"Idempotency-Key": "a"}
     )
     assert one.status_code == 202, one.text
+
+
+def test_a_key_reused_with_another_auto_approve_is_refused_after_a_restart_too(
+    start_daemon: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """F135. Before: the journal kept only the key and the text, so after a restart a retry with
+    the same text but another ``auto_approve`` got the first turn's id (202, a request reported as
+    applied that never was), where the daemon that took the first one answered 422."""
+    home = tmp_path / "home"
+    first = start_daemon(home=home)
+    sid = first.create(workspace)["id"]
+    headers = {"Idempotency-Key": "auto-flag-1"}
+    sent = first.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    assert sent.status_code == 202, sent.text
+    first.wait_status(sid, ("done",))
+    flipped = {"text": "say once", "auto_approve": True}
+    before = first.http.post(f"/v1/sessions/{sid}/messages", json=flipped, headers=headers)
+    assert before.status_code == 422, before.text
+    first.kill()
+    second = start_daemon(home=home)
+    after = second.http.post(f"/v1/sessions/{sid}/messages", json=flipped, headers=headers)
+    assert after.status_code == 422 and after.json()["error"]["code"] == "idempotency_key_reused", after.text
+    same = second.http.post(f"/v1/sessions/{sid}/messages", json={"text": "say once"}, headers=headers)
+    assert same.status_code == 202 and same.json()["turn_id"] == sent.json()["turn_id"]
+    other = {"Idempotency-Key": "auto-flag-2"}
+    on = second.http.post(f"/v1/sessions/{sid}/messages", json=flipped, headers=other)
+    assert on.status_code == 202, on.text
+    second.wait_status(sid, ("done",))
+    second.kill()
+    third = start_daemon(home=home)
+    again = third.http.post(f"/v1/sessions/{sid}/messages", json=flipped, headers=other)
+    assert again.status_code == 202 and again.json()["turn_id"] == on.json()["turn_id"]
+    assert _user_messages(third, sid) == ["say once", "say once"]
