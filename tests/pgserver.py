@@ -42,6 +42,40 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_OWNER = "owner.pid"
+"""The pid of the process that made a cluster's directory (see :func:`reap_stale`)."""
+
+
+def reap_stale(bin_dir: Path) -> list[Path]:
+    """Stop and remove the clusters whose owning process is gone; returns their directories.
+
+    A test run killed from outside (a ``timeout``, Ctrl-C twice, the CI's limit) never reaches
+    :meth:`PgServer.close`: its server would run on, holding memory and a port, until the machine
+    restarts. The next :class:`PgServer` made on the machine cleans such clusters up.
+    """
+    reaped = []
+    for root in map(Path, glob.glob(os.path.join(tempfile.gettempdir(), "acagent-pg-*"))):
+        try:
+            pid = int((root / _OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # an older run's cluster, or one being made: not ours to judge
+        try:
+            os.kill(pid, 0)
+            continue  # its owner runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        cmd = [str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "-w", "stop"]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        with contextlib.suppress(Exception):
+            subprocess.run(cmd, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        shutil.rmtree(root, ignore_errors=True)
+        reaped.append(root)
+    return reaped
+
+
 class PgServer:
     """One PostgreSQL cluster in a temp dir. Use as a context manager (always stopped and removed).
 
@@ -54,7 +88,9 @@ class PgServer:
     def __init__(self, bin_dir: Path, *, fsync: bool = False) -> None:
         self.bin = bin_dir
         self.fsync = fsync
+        reap_stale(bin_dir)
         self.root = Path(tempfile.mkdtemp(prefix="acagent-pg-"))
+        (self.root / _OWNER).write_text(str(os.getpid()))
         self.data = self.root / "data"
         self.port = _free_port()
         self.log = self.root / "server.log"

@@ -14,6 +14,7 @@ does, so many tests can share one daemon and one mock without queueing script en
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
@@ -21,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -149,6 +151,43 @@ def wait_for(
         time.sleep(interval)
 
 
+_REGISTRY = Path(tempfile.gettempdir()) / "acagent-test-daemons"
+"""One file per daemon a test started: named by its pid, holding the test process's pid."""
+
+
+def reap_orphan_daemons() -> list[int]:
+    """Kill (SIGKILL, the process group) the daemons whose test process is gone; their pids.
+
+    A test run killed from outside (a ``timeout``, the CI's limit) never reaches its fixtures'
+    teardown, so its ``acagent serve`` processes would serve on for ever. The next daemon a test
+    starts on the machine cleans them up. A pid is killed only while its command line is still an
+    ``acagent serve`` (not a reused pid).
+    """
+    reaped = []
+    for entry in _REGISTRY.glob("*"):
+        try:
+            daemon, owner = int(entry.name), int(entry.read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(owner, 0)
+            continue  # its test process runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            argv = Path(f"/proc/{daemon}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            argv = []
+        if any(a.endswith(b"acagent") for a in argv) and b"serve" in argv:
+            with contextlib.suppress(OSError):
+                os.killpg(daemon, signal.SIGKILL)
+            reaped.append(daemon)
+        entry.unlink(missing_ok=True)
+    return reaped
+
+
 @dataclass
 class Daemon:
     """One ``acagent serve`` subprocess on a loopback port."""
@@ -177,6 +216,7 @@ class Daemon:
         return {"Authorization": f"Bearer {self.token}"}
 
     def start(self, timeout: float = 30.0) -> Daemon:
+        reap_orphan_daemons()
         old = self.home / "daemon.json"
         self.proc = subprocess.Popen(
             [ACAGENT, "serve", "--port", "0", *self.args],
@@ -187,6 +227,8 @@ class Daemon:
             text=True,
             start_new_session=True,
         )
+        _REGISTRY.mkdir(exist_ok=True)
+        (_REGISTRY / str(self.proc.pid)).write_text(str(os.getpid()))
         for stream, sink in ((self.proc.stdout, self.stdout_lines), (self.proc.stderr, self.stderr_lines)):
             threading.Thread(target=_drain, args=(stream, sink), daemon=True).start()
 
@@ -219,6 +261,7 @@ class Daemon:
         assert self.proc is not None
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
+        (_REGISTRY / str(self.proc.pid)).unlink(missing_ok=True)
         self._close_http()
 
     def terminate(self, timeout: float = 30.0) -> int:
@@ -231,6 +274,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
+        (_REGISTRY / str(self.proc.pid)).unlink(missing_ok=True)
         self._close_http()
         return self.proc.returncode
 
@@ -323,6 +367,8 @@ def start_daemon(tmp_path: Path, mock: MockProvider) -> Iterator[Callable[..., D
     for d in started:
         if d.proc is not None and d.proc.poll() is None:
             d.terminate(15)
+        if d.proc is not None:  # ended on its own (a crash point): its entry goes too
+            (_REGISTRY / str(d.proc.pid)).unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
