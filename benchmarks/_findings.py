@@ -131,6 +131,18 @@ transaction while the writer thread is busy, and fold a commit's session-row ops
 ≤ 20 ms at 1,000 turns/s offered needs well under 1 ms of loop CPU per turn (or several processes sharing the
 sessions).
 """,
+    "metrics + tracing cost per turn": """
+**Finding (figure 9).** What metrics and tracing add to a turn is a constant: the Prometheus recorder's
+counters and histograms (`acagent/obs/_metrics.py`) and the spans of the turn, its model call and its tool
+calls (`acagent/obs/_tracing.py` `span`, used in `runner/_runner.py`, `runner/_reply.py`,
+`runner/_tools.py`), whose batch processor encodes and posts them to the OTLP receiver in its own thread —
+counted here, since the CPU is the whole process's. The turn it is compared with got cheaper in this wave
+(journal commits on the event loop's thread, figure 3), so the same addition is a larger ratio, and the two
+phases run one after the other in one process, so the machine's drift between them moves the ratio by
+about as much as the margin (compare the p95 column, and repeat with `--only 9`). Next: run the phases
+interleaved in fresh processes (off, on, off, on) and report the loop thread's share apart from the
+exporter's thread.
+""",
     "hibernated sessions": """
 **Finding (figure 5, memory).** See the tracemalloc list above: the resident set is mostly imported code, not
 sessions (an empty journal costs the same). Keep heavy imports lazy in `acagent/runner` and `acagent/tools`.
