@@ -37,17 +37,30 @@ async def test_many_attaches_mid_stream_get_every_seq_exactly_once_f58(
         row = await reg.create_session(workspace)
         runner = await reg.get_runner(row.id)
 
+        ended = anyio.Event()
+        end_seq = [0]
+
         async def attach(since: int) -> None:
             got: list[int] = []
             with anyio.fail_after(60):
-                async for event in runner.subscribe(f"probe-{len(seen)}", since):
-                    got.append(event.seq)
-                    if event.type == "turn.completed":
-                        break
+                async with anyio.create_task_group() as inner:
+
+                    async def stop_if_past_the_end() -> None:
+                        # A cursor already at the turn's end (its end published before this
+                        # attacher's cursor was read) rightly waits for a next turn: none comes.
+                        await ended.wait()
+                        if since >= end_seq[0]:
+                            inner.cancel_scope.cancel()
+
+                    inner.start_soon(stop_if_past_the_end)
+                    async for event in runner.subscribe(f"probe-{len(seen)}", since):
+                        got.append(event.seq)
+                        if event.type == "turn.completed":
+                            break
+                    inner.cancel_scope.cancel()
             seen.append((since, got))
 
         await runner.run_turn("a long history first")  # replays then span several pages
-        ended = anyio.Event()
         # An attacher whose cursor is already the turn's end (published while the runner still
         # finishes up, so `is_busy` holds) would wait for a next turn: start none once it is out.
         end_watch = runner.bus.subscribe("end-watch", maxsize=1_000_000)
@@ -55,6 +68,7 @@ async def test_many_attaches_mid_stream_get_every_seq_exactly_once_f58(
         async def watch_end() -> None:
             async for event in end_watch:
                 if event.type == "turn.completed":
+                    end_seq[0] = event.seq
                     ended.set()
                     return
 
@@ -78,4 +92,7 @@ async def test_many_attaches_mid_stream_get_every_seq_exactly_once_f58(
             dups = len(got) - len(set(got))
             bad.append(f"since={since}: {dups} duplicates, {len(got)} events, first {got[:5]}")
     assert not bad, f"{len(bad)} of {len(seen)} attachers saw a broken seam: {bad[:5]}"
-    assert all(got and got[-1] <= last for _, got in seen)
+    # Every attacher from before the turn's end got events up to a turn's end (the first turn's,
+    # for a cursor in it); one whose cursor was already at the end got none.
+    assert all(got and got[-1] <= last for since, got in seen if since < end_seq[0])
+    assert all(not got for since, got in seen if since >= end_seq[0])

@@ -195,7 +195,9 @@ async def test_fifty_concurrent_starts_run_exactly_one_turn(
     openai_session: Harness, mock: MockProvider
 ) -> None:
     """Single flight: 50 concurrent attempts to start a turn → one runs, 49 get session_busy."""
-    mock.script(Script(chunks=[openai_text("only one")], sleeps=0.2))
+    body = openai_text("only one")
+    cut = body.index(b"\n\n") + 2  # two chunks: ``sleeps`` waits before every chunk but the first
+    mock.script(Script(chunks=[body[:cut], body[cut:]], sleeps=0.2))
     reg, sid = openai_session.registry, openai_session.runner.session_id
     outcomes: list[str] = []
 
@@ -218,7 +220,11 @@ async def test_fifty_concurrent_starts_run_exactly_one_turn(
 
 async def test_concurrency_cap(tmp_path: Path, mock: MockProvider, workspace: Path) -> None:
     """max_sessions turns at once; the next one gets concurrency_cap."""
-    mock.default = Script(chunks=[openai_text("slow")], sleeps=0.5)
+    body = openai_text("slow")
+    cut = body.index(b"\n\n") + 2
+    # Two chunks: ``sleeps`` is before each chunk after the first (with one chunk the "slow"
+    # turn took a few ms and could end before the second start_turn, once commits ran inline).
+    mock.default = Script(chunks=[body[:cut], body[cut:]], sleeps=0.5)
     s = settings_for(tmp_path / "home", mock, "openai", max_sessions=1)
     async with SessionRegistry.open(s) as reg:
         a = await reg.create_session(workspace)
