@@ -15,10 +15,10 @@ import pytest
 
 from acagent.errors import ApprovalNotFound, InvalidTransition, JournalError
 from acagent.store import InsertToolCall, SqliteJournal, UpdateToolCall
-from acagent.store import _migrations as migrations
 from acagent.store._manage import remove_session
 from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS
 from acagent.store._sqlite import PAGE_SIZE
+from tests.store._old_journal import journal_upto
 
 pytestmark = pytest.mark.anyio
 
@@ -35,17 +35,7 @@ _CALLS = [
 
 def _pre_m010_database(path: Path) -> None:
     """A journal file as acagent wrote it with m001–m009: sessions with ``num``, old tool-call rows."""
-    names = [fn.__name__ for fn in migrations.MIGRATIONS]
-    upto = names.index("m009_step_by_session") + 1
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for fn in migrations.MIGRATIONS[:upto]:
-        db.execute("BEGIN")
-        fn(db)
-        db.execute("INSERT INTO migrations VALUES (?, ?)", (fn.__name__, TS))
-        db.execute("COMMIT")
+    db = journal_upto(path, "m009_step_by_session", TS)
     for num, sid in ((1, "ses_a"), (2, "ses_b")):
         db.execute(
             "INSERT INTO session (id, cwd, status, created_at, updated_at, num) VALUES (?, '/w', 'done', ?, ?, ?)",

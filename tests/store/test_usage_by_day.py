@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from acagent.store import RecordUsage, SqliteJournal
-from acagent.store import _migrations as migrations
-from acagent.store._sqlite import PAGE_SIZE
 from acagent.store._usage import UsageTotals, local_day
+from tests.store._old_journal import journal_upto
 
 pytestmark = pytest.mark.anyio
 
@@ -42,17 +41,7 @@ def _price(model: str, inp: int, cached: int, out: int) -> float | None:
 
 def _pre_m011_database(path: Path) -> None:
     """A journal file as acagent wrote it with m001–m010: usage rows in the m008 layout, ``usage_day``."""
-    names = [fn.__name__ for fn in migrations.MIGRATIONS]
-    upto = names.index("m010_tool_call_by_session") + 1
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for fn in migrations.MIGRATIONS[:upto]:
-        db.execute("BEGIN")
-        fn(db)
-        db.execute("INSERT INTO migrations VALUES (?, ?)", (fn.__name__, TS))
-        db.execute("COMMIT")
+    db = journal_upto(path, "m010_tool_call_by_session", TS)
     for num, sid in ((1, "ses_a"), (2, "ses_b")):
         db.execute(
             "INSERT INTO session (id, cwd, status, created_at, updated_at, num) VALUES (?, '/w', 'done', ?, ?, ?)",
