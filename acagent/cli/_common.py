@@ -76,6 +76,7 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     from acagent._entry import started
 
     started()  # from here a Ctrl-C is the command's (KeyboardInterrupt, signal receivers)
+    _quiet_orphaned_workers()
     try:
         return anyio.run(fn)
     except (AcagentError, BaseExceptionGroup) as exc:
@@ -105,6 +106,32 @@ def _interrupted() -> NoReturn:
         sys.stdout.flush()
         os._exit(130)
     raise typer.Exit(130)
+
+
+def _quiet_orphaned_workers() -> None:
+    """Make a worker thread whose event loop is already closed end without a traceback.
+
+    A Ctrl-C lets ``anyio.run`` cancel the tasks and close the loop while an ``aiosqlite`` call is
+    still running on its connection's thread. When the call finishes, the thread hands the result
+    to the closed loop (``call_soon_threadsafe``), which raises ``RuntimeError("Event loop is
+    closed")``, and ``threading`` prints that with a traceback — possibly before
+    :func:`_interrupted` gets to end the process. The result has nobody left to receive it (the
+    journal is made to survive an abandoned call, like a killed process), so that one error is
+    dropped; every other thread exception goes to the previous ``threading.excepthook``.
+    """
+    import threading
+
+    previous = threading.excepthook
+    if getattr(previous, "_acagent_quiet", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, RuntimeError) and str(args.exc_value) == "Event loop is closed":
+            return
+        previous(args)
+
+    hook._acagent_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def _only_interrupts(group: BaseExceptionGroup) -> bool:

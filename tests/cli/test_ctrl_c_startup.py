@@ -158,3 +158,38 @@ def test_ctrl_c_after_attach_started_detaches_at_once_with_stdin_open(
         proc.wait()
         assert proc.stdin is not None
         proc.stdin.close()
+
+
+_ORPHAN = """
+import asyncio, threading, time
+import aiosqlite
+from acagent.cli._common import run_async
+
+held = threading.Event()
+box = {}
+
+async def main():
+    db = await aiosqlite.connect(":memory:")
+    box["db"] = db
+    asyncio.ensure_future(db._execute(held.wait))  # a journal call still running on its thread
+    await asyncio.sleep(0.05)
+    return 0
+
+run_async(main)          # the loop is closed now, with the call in flight
+held.set()               # the call finishes and hands its result to the closed loop
+time.sleep(0.3)
+threading.Thread(target=lambda: 1 / 0).start()  # any other thread error is still shown
+time.sleep(0.3)
+box["db"]._tx.put_nowait((None, lambda: aiosqlite.core._STOP_RUNNING_SENTINEL))
+"""
+
+
+def test_a_journal_call_that_outlives_its_closed_loop_ends_without_a_traceback() -> None:
+    """The CI failure of ``[run]`` above at 0.3 s, made deterministic: a Ctrl-C let the loop close
+    while an aiosqlite call ran; the call then reported "Event loop is closed" with a traceback
+    from its thread before the interrupt handler ended the process."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-c", _ORPHAN], env=env, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert "Event loop is closed" not in p.stderr, p.stderr
+    assert "ZeroDivisionError" in p.stderr, p.stderr

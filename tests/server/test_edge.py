@@ -247,7 +247,13 @@ def test_non_loopback_bind_needs_allow_remote(tmp_path: Path, mock: MockProvider
         assert "reachable from other machines" in warning and f":{d.port}" in warning, warning
         if addr != "0.0.0.0":
             assert f"http://{addr}:{d.port}" in warning
-            assert any(f"http://{addr}:{d.port}" in line for line in d.stdout_lines)
+            # stdout and stderr are two pipes read by two threads: the address line may arrive
+            # after the warning (this raced in CI)
+            wait_for(
+                lambda: any(f"http://{addr}:{d.port}" in line for line in d.stdout_lines),
+                10,
+                what="the address on stdout",
+            )
     finally:
         d.terminate(15)
 
