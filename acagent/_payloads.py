@@ -246,9 +246,11 @@ class TurnFailed(_TurnP):
 class ContextCompacted(_P):
     """The older part of the context was replaced by a summary (docs/context.md).
 
-    The model context is rebuilt from the latest compaction (its summary, then every context
-    event with ``seq >= first_kept_seq``); the ``checkpoint`` committed in the same transaction
-    embeds exactly that context. The full history stays in the journal and the transcript.
+    A position, not a copy: the model context is rebuilt from the latest compaction (its summary
+    merged into the first kept message, then the fold of every context event with
+    ``seq >= first_kept_seq``). Compactions of older versions (and one whose positions were
+    unknown) also committed a ``checkpoint`` embedding that context right after it. The full
+    history stays in the journal and the transcript.
     """
 
     type: Literal["context.compacted"] = "context.compacted"

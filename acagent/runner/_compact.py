@@ -11,9 +11,14 @@ model's window and once after a provider refused a request as too long (both thr
 2. the summary request is an LLM step like any other: a ``step`` row inflight before the call
    (``step_id`` = ``session|compact|last_seq|digest``), so a crash mid-summary is retried once
    more with the same request (``llm.retry`` ``process_died``), never paid twice silently;
-3. one transaction commits ``step.finished``, the call's ``usage``, ``context.compacted`` and a
-   ``checkpoint`` holding exactly the compacted context (summary merged into the first kept user
-   message, then every kept message verbatim) — resume loads that checkpoint plus its tail.
+3. one transaction commits ``step.finished``, the call's ``usage`` and ``context.compacted``: a
+   position, not a copy. The compacted context is the summary merged into the first kept user
+   message, then every kept message verbatim — and the kept messages are the journal's events
+   from ``first_kept_seq`` on, so the fold of ``context.compacted`` (live, and on a rebuild that
+   starts at ``first_kept_seq``, :mod:`acagent.runner._context`) gives exactly that context. Only
+   when the kept messages' positions are unknown (a context loaded from a checkpoint older than
+   compaction, without ``message_seqs``) does the commit add a ``checkpoint`` holding the
+   compacted context, as every compaction did before.
 
 A summary that is empty, or does not make the request smaller, and a summary request the
 provider refuses (or that fails ``step_max_attempts`` times) raise :class:`CompactionFailed`
@@ -288,14 +293,6 @@ async def _commit(
 ) -> dict[str, Any]:
     summary = "".join(p.text for p in response.parts if isinstance(p, TextPart)).strip()
     compacted = merge_summary(summary, messages[cut:]) if summary else []
-    seqs = [
-        first_kept_seq,
-        *(
-            ports.context.seqs[cut + 1 :]
-            if len(ports.context.seqs) == len(messages)
-            else [0] * (len(messages) - cut - 1)
-        ),
-    ]
     tokens_after = (
         RequestEstimator().estimate(ports.system_prompt, compacted, ports.tools) if summary else tokens_before
     )
@@ -345,20 +342,35 @@ async def _commit(
         reason=reason,
     )
     events.append(("context.compacted", payload))
-    events.append(
-        (
-            "checkpoint",
-            make_payload(
-                "checkpoint",
-                upto_seq=ports.context.last_seq,
-                messages=[m.model_dump(mode="json") for m in compacted],
-                message_seqs=seqs,
-            ),
-        )
-    )
+    if not _positions_known(ports.context, messages, cut, first_kept_seq):
+        events.append(_checkpoint(ports.context, messages, cut, first_kept_seq, compacted))
     await ports.writer.commit(events, ops=ops)
     ports.estimator.reset()
     return payload
+
+
+def _positions_known(ctx: ContextBuilder, messages: list[Message], cut: int, first_kept_seq: int) -> bool:
+    """True when the fold of ``context.compacted`` alone gives the compacted context: every kept
+    message knows the seq of its first event (so the events from ``first_kept_seq`` on fold into
+    exactly them), and the cut is where the fold finds ``first_kept_seq``."""
+    seqs = ctx.seqs
+    return len(seqs) == len(messages) and all(seqs[cut:]) and ctx.kept_from(first_kept_seq) == cut
+
+
+def _checkpoint(
+    ctx: ContextBuilder, messages: list[Message], cut: int, first_kept_seq: int, compacted: list[Message]
+) -> tuple[str, dict[str, Any]]:
+    """The full copy of the compacted context a compaction of unknown positions commits."""
+    rest = ctx.seqs[cut + 1 :] if len(ctx.seqs) == len(messages) else [0] * (len(messages) - cut - 1)
+    return (
+        "checkpoint",
+        make_payload(
+            "checkpoint",
+            upto_seq=ctx.last_seq,
+            messages=[m.model_dump(mode="json") for m in compacted],
+            message_seqs=[first_kept_seq, *rest],
+        ),
+    )
 
 
 def ports_of(turn: Any, tools: list[Any]) -> CompactionPorts:

@@ -1,8 +1,14 @@
-"""Rebuild the model context from journal events (latest checkpoint + tail).
+"""Rebuild the model context from journal events (latest snapshot + tail).
 
-No table stores "the conversation": the context is a fold over ``checkpoint``, ``user.message``,
-``assistant.message`` and ``tool.result`` events. The fold keeps the shape every strict provider
-accepts:
+No table stores "the conversation": the context is a fold over ``checkpoint``,
+``context.compacted``, ``user.message``, ``assistant.message`` and ``tool.result`` events. A
+``checkpoint`` replaces the context by the copy it holds (written by older versions, and by a
+compaction whose positions are unknown); a ``context.compacted`` is a position: the messages
+from the one whose first event is ``first_kept_seq`` on are kept, the summary merged into the
+first of them (:func:`~acagent.runner._cut.merge_summary`), everything before is dropped. Folded
+live (right after its commit) or on a rebuild that starts at ``first_kept_seq`` (the journal's
+``context_events``), that gives the same messages, byte for byte. The fold keeps the shape every
+strict provider accepts:
 
 - tool results are placed in the user message right after the assistant message that asked for
   them, before any user text, in the order of the assistant's tool calls (the loop closes every
@@ -12,7 +18,8 @@ accepts:
 
 Alongside the messages the builder keeps :attr:`ContextBuilder.seqs`, the seq of the first event
 behind each message, so compaction can name the first event it keeps verbatim; checkpoints carry
-them (``message_seqs``) so the positions survive a resume.
+them (``message_seqs``) so the positions survive a resume, and a rebuild from events has them by
+construction.
 
 A session's builder starts *unloaded* (:meth:`ContextBuilder.unload`): opening a session reads no
 message at all, and the first turn (or compaction) rebuilds the context from the journal's latest
@@ -31,10 +38,11 @@ import orjson
 
 from acagent.events import Event
 from acagent.messages import MESSAGES_ADAPTER, Message, TextPart, ToolResultPart
+from acagent.runner._cut import merge_summary
 
 __all__ = ["ContextBuilder", "ContextNotLoaded", "build_context"]
 
-_FOLDED = frozenset({"checkpoint", "user.message", "assistant.message", "tool.result"})
+_FOLDED = frozenset({"checkpoint", "context.compacted", "user.message", "assistant.message", "tool.result"})
 
 
 class ContextNotLoaded(RuntimeError):
@@ -134,6 +142,8 @@ class ContextBuilder:
             self.messages = MESSAGES_ADAPTER.validate_python(payload["messages"])
             seqs = payload.get("message_seqs")
             self.seqs = list(seqs) if seqs and len(seqs) == len(self.messages) else [0] * len(self.messages)
+        elif typ == "context.compacted":
+            self._compacted(str(payload["summary"]), int(payload["first_kept_seq"]))
         elif typ == "user.message":
             self._add_user([TextPart(text=payload["text"])], seq)
         elif typ == "assistant.message":
@@ -160,6 +170,25 @@ class ContextBuilder:
             else:
                 self.messages.append(Message(role="user", parts=[part]))
                 self.seqs.append(seq)
+
+    def kept_from(self, first_kept_seq: int) -> int:
+        """Index of the first message a compaction keeping from ``first_kept_seq`` keeps: the
+        first whose seq is at least that (``len(messages)`` when none is)."""
+        return next((i for i, s in enumerate(self.seqs) if s >= first_kept_seq > 0), len(self._messages))
+
+    def _compacted(self, summary: str, first_kept_seq: int) -> None:
+        """Fold a compaction: keep the messages from the first one whose event seq is at least
+        ``first_kept_seq`` (positions increase; unknown ones, 0, are never kept), the summary
+        merged into the first of them.
+
+        A compaction written with its ``checkpoint`` (older versions, unknown positions) is
+        followed by that checkpoint, which replaces whatever this gives.
+        """
+        cut = self.kept_from(first_kept_seq)
+        kept = merge_summary(summary, self.messages[cut:])
+        merged = len(kept) == len(self.messages) - cut  # into the first kept message, not before it
+        rest = self.seqs[cut + 1 :] if merged else self.seqs[cut:]
+        self.messages, self.seqs = kept, [first_kept_seq, *rest]
 
     def _add_user(self, parts: list[Any], seq: int) -> None:
         last = self.messages[-1] if self.messages else None

@@ -335,8 +335,8 @@ class Turn:
         """Commit ``turn.completed`` and status ``done``.
 
         No context checkpoint follows: the journal's context events are the incremental
-        checkpoint (docs/architecture.md, "Checkpoints"); the only full snapshot is the one a
-        compaction commits.
+        checkpoint (docs/architecture.md, "Checkpoints"); the only snapshot is a compaction's
+        position.
         """
         events, ops = self.completion(text)
         await self.writer.commit(events, ops=ops)

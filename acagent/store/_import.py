@@ -20,7 +20,8 @@ then turns the records into a session whose model context a strict provider acce
 
 A clean copy of the transcript is written under the sessions directory; the bytes of torn or
 unparseable lines go to a ``.corrupt`` sidecar beside it. The imported session's model context is
-its last checkpoint plus the tail, like any other session.
+rebuilt from its latest snapshot like any other session's: the last ``checkpoint`` plus the tail,
+or the last ``context.compacted`` (its summary, then the events from its ``first_kept_seq`` on).
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ class ImportPlan:
     """The reader's damaged lines plus the records skipped here (``line``, ``reason``)."""
     last_message: str | None = None
     checkpoint: tuple[int, int] = (0, 0)
-    """``(seq, payload bytes)`` of the last checkpoint."""
+    """``(checkpoint_seq, payload bytes)`` of the last snapshot event: a ``checkpoint``'s seq, a
+    ``context.compacted``'s ``first_kept_seq``."""
     tail_bytes: int = 0
 
 
@@ -292,10 +294,12 @@ def plan_import(read: TranscriptRead, file: Path | str, *, session_id: str | Non
         warning=warning,
         damaged=damaged,
     )
-    for ev in events:
+    for ev in events:  # the session counters as a commit keeps them (store/_numbering.py)
         size = len(orjson.dumps(ev.payload))
         if ev.type == "checkpoint":
             plan.checkpoint, plan.tail_bytes = (ev.seq, size), 0
+        elif ev.type == "context.compacted":  # a position: the rebuild starts at its first kept event
+            plan.checkpoint, plan.tail_bytes = (int(ev.payload["first_kept_seq"]), size), 0
         elif ev.type in CONTEXT_TYPES:
             plan.tail_bytes += size
             if ev.type != "tool.result" and ev.payload.get("text"):

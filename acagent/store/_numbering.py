@@ -1,9 +1,13 @@
 """How a commit numbers its events and keeps the session's counters: shared by every backend.
 
 A commit appends events with ``seq = last_seq + 1, + 2, …`` and, in the same transaction, updates
-the session row: ``last_seq``, ``updated_at``, ``tail_bytes`` (context bytes since the latest
-checkpoint; a ``checkpoint`` event resets it and records ``checkpoint_seq`` / ``checkpoint_bytes``)
-and ``last_message`` (the latest user or assistant text, cut to 500 characters). Backends call
+the session row: ``last_seq``, ``updated_at``, ``tail_bytes`` (context bytes committed after the
+latest snapshot event), ``checkpoint_seq`` / ``checkpoint_bytes`` (where the latest snapshot puts the
+start of a context rebuild, and its event's payload bytes) and ``last_message`` (the latest user or
+assistant text, cut to 500 characters). Both snapshot events reset ``tail_bytes``: a ``checkpoint``
+(a full copy of the context) is its own start, a ``context.compacted`` (a summary and a position)
+starts the rebuild at its ``first_kept_seq`` — the kept messages are the events from there on,
+already in the journal, so a compaction copies none of them (docs/context.md). Backends call
 :func:`number_events` under their write lock and store what it returns, so the bookkeeping is the
 same on SQLite and PostgreSQL.
 """
@@ -18,7 +22,7 @@ import orjson
 
 from acagent._value import Record
 from acagent.events import Event
-from acagent.store._ops import CONTEXT_TYPES
+from acagent.store._ops import CONTEXT_TYPES, SNAPSHOT_TYPES
 
 __all__ = [
     "LAST_MESSAGE_CHARS",
@@ -69,7 +73,18 @@ class Folded(Record):
     last_message: str | None = None
     """New ``last_message`` (already cut), or None when the commit carries no text."""
     checkpoint: tuple[int, int] | None = None
-    """``(1-based position in the commit, payload bytes)`` of its last checkpoint, or None."""
+    """``(1-based position in the commit, payload bytes)`` of its last snapshot event
+    (:data:`~acagent.store._ops.SNAPSHOT_TYPES`), or None."""
+    kept_from: int | None = None
+    """That snapshot's ``first_kept_seq`` when it is a ``context.compacted``, else None."""
+
+    def snapshot_seq(self, last_seq: int) -> int:
+        """``checkpoint_seq`` after this commit (which follows ``last_seq``): where a context
+        rebuild starts. Only meaningful when :attr:`checkpoint` is set."""
+        if self.kept_from is not None:
+            return self.kept_from
+        assert self.checkpoint is not None
+        return last_seq + self.checkpoint[0]
 
 
 def fold_events(events: Sequence[tuple[str, dict[str, Any]]]) -> Folded:
@@ -82,8 +97,9 @@ def fold_events(events: Sequence[tuple[str, dict[str, Any]]]) -> Folded:
             out.tail_bytes += len(text)
             if typ != "tool.result" and payload.get("text"):
                 out.last_message = str(payload["text"])[:LAST_MESSAGE_CHARS]
-        elif typ == "checkpoint":
+        elif typ in SNAPSHOT_TYPES:
             out.checkpoint = (i, len(text))
+            out.kept_from = int(payload.get("first_kept_seq") or 0) if typ == "context.compacted" else None
             out.tail_bytes = 0
     return out
 
@@ -110,7 +126,8 @@ class Numbered(Record):
     last_message: str | None = None
     """New ``last_message`` (already cut), or None when the commit carries no text."""
     checkpoint: tuple[int, int] | None = None
-    """``(seq, payload bytes)`` of the commit's last checkpoint, or None."""
+    """``(checkpoint_seq, payload bytes)`` of the commit's last snapshot event, or None
+    (:meth:`Folded.snapshot_seq`)."""
 
 
 def number_events(
@@ -128,5 +145,5 @@ def number_events(
         last_seq=last_seq + len(events),
         tail_bytes=f.tail_bytes if f.checkpoint is not None else tail_bytes + f.tail_bytes,
         last_message=f.last_message,
-        checkpoint=None if f.checkpoint is None else (last_seq + f.checkpoint[0], f.checkpoint[1]),
+        checkpoint=None if f.checkpoint is None else (f.snapshot_seq(last_seq), f.checkpoint[1]),
     )

@@ -25,8 +25,10 @@ from acagent.store._usage import RecordUsage
 
 __all__ = [
     "ACTIVE",
+    "CONTEXT_READ_TYPES",
     "CONTEXT_TYPES",
     "RESTING",
+    "SNAPSHOT_TYPES",
     "STATUSES",
     "AddUsage",
     "FinishStep",
@@ -45,7 +47,12 @@ STATUSES = ("pending", "running", "waiting_tool", "waiting_user", "done", "cance
 RESTING = ("pending", "done", "cancelled", "failed")
 ACTIVE = ("running", "waiting_tool", "waiting_user")
 CONTEXT_TYPES = ("user.message", "assistant.message", "tool.result")
-"""Event types the model context is rebuilt from (besides ``checkpoint``)."""
+"""Event types the model context is rebuilt from (besides the snapshots, :data:`SNAPSHOT_TYPES`)."""
+SNAPSHOT_TYPES = ("checkpoint", "context.compacted")
+"""Events a context rebuild starts from: a ``checkpoint`` (a full copy of the context) at its own
+seq, a ``context.compacted`` (a summary and a position) at its ``first_kept_seq``."""
+CONTEXT_READ_TYPES = (*SNAPSHOT_TYPES, *CONTEXT_TYPES)
+"""What ``Journal.context_events`` returns from the latest snapshot position on."""
 
 
 @dataclass(init=False, repr=False, eq=False)

@@ -46,8 +46,8 @@ class ImportedSession(Record):
 
     The importer fills it while the journal consumes its events: fields are read only once the
     event iterable is exhausted. ``last_seq`` is the seq of the last event; ``checkpoint`` is
-    ``(seq, payload bytes)`` of the last checkpoint event and ``tail_bytes`` the context bytes
-    after it; ``transcript_stat`` is what a transcript writer records on close
+    ``(checkpoint_seq, payload bytes)`` of the last snapshot event (a checkpoint's seq, a
+    compaction's ``first_kept_seq``) and ``tail_bytes`` the context bytes after it; ``transcript_stat`` is what a transcript writer records on close
     (``{ino, size, mtime_ns, last_seq}``), so the first open skips the transcript scan.
     """
 
@@ -165,7 +165,10 @@ class Journal(Protocol):
         ...
 
     async def context_events(self, session_id: str) -> list[Event]:
-        """The latest checkpoint (if any) and the context events after it (:data:`CONTEXT_TYPES`)."""
+        """The context events from the latest snapshot position on, ascending seq
+        (:data:`~acagent.store._ops.CONTEXT_READ_TYPES`): from ``session.checkpoint_seq``, the
+        latest ``checkpoint``'s seq or ``context.compacted``'s ``first_kept_seq``, whichever was
+        committed last (0: the whole session)."""
         ...
 
     async def last_events(self, session_id: str, types: Sequence[str], limit: int) -> list[Event]:

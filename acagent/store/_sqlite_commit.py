@@ -100,7 +100,7 @@ def _append(
     f = fold_events(events)
     args: list[Any] = [last_seq + len(events), ts, f.tail_bytes]
     if f.checkpoint is not None:
-        args.extend((last_seq + f.checkpoint[0], f.checkpoint[1]))
+        args.extend((f.snapshot_seq(last_seq), f.checkpoint[1]))
     args.extend((session_id, num, last_seq))
     if lease is not None:
         args.append(lease.token)

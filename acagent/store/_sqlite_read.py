@@ -16,7 +16,7 @@ import orjson
 
 from acagent.errors import JournalError, SessionNotFound, check_session_prefix
 from acagent.events import Event
-from acagent.store._ops import CONTEXT_TYPES
+from acagent.store._ops import CONTEXT_READ_TYPES
 from acagent.store._payload import decode_payload
 from acagent.store._rows import (
     PENDING_APPROVAL,
@@ -227,11 +227,13 @@ class SqliteReads:
         return _events(session_id, await self._run(q, read=True))
 
     async def context_events(self, session_id: str) -> list[Event]:
-        """The latest checkpoint (if any) and the context-relevant events after it, ascending seq.
+        """The context events from the latest snapshot position on (``session.checkpoint_seq``:
+        a ``checkpoint``'s seq, a ``context.compacted``'s ``first_kept_seq``), ascending seq, of
+        :data:`~acagent.store._ops.CONTEXT_READ_TYPES`.
 
-        One read transaction: the checkpoint position and the events come from the same snapshot.
+        One read transaction: the position and the events come from the same snapshot.
         """
-        types = ("checkpoint", *CONTEXT_TYPES)
+        types = CONTEXT_READ_TYPES
 
         def q(db: sqlite3.Connection) -> Any:
             db.execute("BEGIN")

@@ -17,8 +17,9 @@ per line. Appends follow three rules (case F04):
 The appending side is :class:`acagent.store._transcript_writer.TranscriptWriter`; this module
 names the files and reads them.
 
-Checkpoint events land in the file too, so importing a transcript needs only the last
-checkpoint and the tail.
+Compactions (``context.compacted``, a summary and the seq of the first event kept) and the
+checkpoints of older versions land in the file too, so importing a transcript rebuilds the
+context from the last of them and the records after it.
 
 Damage a crash can leave — a run of NUL bytes (a file extended but never written), a half-written
 last line, a torn fragment with the next record glued to it — is handled by

@@ -71,17 +71,23 @@ async def test_compaction_survives_export_and_import_and_show_full_prints_everyt
         assert re.search(rf"please run turn {i}\b", full), i  # every turn, the summarised ones too
 
 
+@pytest.mark.parametrize("form", ["position", "copy"])
 async def test_import_of_a_damaged_transcript_keeps_compaction_positions(
-    tmp_path: Path, mock: MockProvider, workspace: Path
+    tmp_path: Path, mock: MockProvider, workspace: Path, monkeypatch: pytest.MonkeyPatch, form: str
 ) -> None:
     """Skipped lines renumber the events: ``first_kept_seq`` and a checkpoint's ``message_seqs``
-    follow the new numbering, so they still point at the turn start they named."""
+    follow the new numbering, so they still point at the turn start they named, and the imported
+    session's context is the exported one. ``copy``: a transcript of the previous format, whose
+    every compaction committed a ``checkpoint`` of the compacted context."""
+    from acagent.runner import ContextBuilder, _compact
     from acagent.store import SqliteJournal
     from acagent.store._import import import_transcript
 
+    if form == "copy":
+        monkeypatch.setattr(_compact, "_positions_known", lambda *a: False)
     mock.default = responder
     notes(workspace, 30)
-    _, events, _ = await _session(tmp_path / "home", mock, workspace, 24)
+    _, events, context = await _session(tmp_path / "home", mock, workspace, 24)
     by_seq = {e.seq: e for e in events}
     kept_texts = [
         by_seq[e.payload["first_kept_seq"]].payload["text"] for e in events if e.type == "context.compacted"
@@ -95,14 +101,17 @@ async def test_import_of_a_damaged_transcript_keeps_compaction_positions(
     try:
         result = await import_transcript(journal, path, tmp_path / "home3" / "sessions")
         imported = await journal.events(result.session_id, 0)
+        rebuilt = ContextBuilder()
+        rebuilt.rebuild(await journal.context_events(result.session_id))
     finally:
         await journal.aclose()
     assert result.warning  # the damaged line is reported
     new = {e.seq: e for e in imported}
     compacted = [e.payload for e in imported if e.type == "context.compacted"]
     assert [new[c["first_kept_seq"]].payload.get("text") for c in compacted] == kept_texts
+    assert [m.model_dump() for m in rebuilt.messages] == [m.model_dump() for m in context]
     checkpoints = [e.payload for e in imported if e.type == "checkpoint" and e.payload.get("message_seqs")]
-    assert checkpoints
+    assert (len(checkpoints) == len(compacted)) == (form == "copy") and len(compacted) >= 2
     for cp in checkpoints:
         for seq, message in zip(cp["message_seqs"], cp["messages"], strict=True):
             if not seq:

@@ -24,8 +24,8 @@ import orjson
 
 from acagent.errors import SessionNotFound, StaleLease
 from acagent.events import Event, now_ts
-from acagent.store import CONTEXT_TYPES, Lease, Op, SetStatus
-from acagent.store._numbering import commit_order
+from acagent.store import Lease, Op, SetStatus
+from acagent.store._numbering import commit_order, fold_events
 from acagent.store.pg._conn import NOTIFY_SQL
 from acagent.store.pg._ops import PgTx, apply_op
 
@@ -43,7 +43,8 @@ WITH s AS (
         updated_at = CASE WHEN $3 > 0 THEN $4 ELSE updated_at END,
         tail_bytes = CASE WHEN $5 > 0 THEN $6 ELSE tail_bytes + $6 END,
         last_message = COALESCE($7, last_message),
-        checkpoint_seq = CASE WHEN $5 > 0 THEN last_seq + $5 ELSE checkpoint_seq END,
+        checkpoint_seq = CASE WHEN $12::bigint IS NOT NULL THEN $12::bigint
+                              WHEN $5 > 0 THEN last_seq + $5 ELSE checkpoint_seq END,
         checkpoint_bytes = CASE WHEN $5 > 0 THEN $8 ELSE checkpoint_bytes END
     WHERE id = $1 AND ($2::bigint IS NULL OR fencing_token = $2::bigint)
     RETURNING last_seq - $3 AS base
@@ -54,28 +55,6 @@ WITH s AS (
 )
 SELECT base FROM s
 """
-
-
-def _fold(all_events: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[str], int, int, int, str | None]:
-    """Payload texts and the session counters a batch moves (same rules as SQLite's commit).
-
-    Returns:
-        ``(texts, tail_bytes_added, checkpoint_position (1-based, 0 = none), checkpoint_bytes,
-        last_message)``.
-    """
-    texts: list[str] = []
-    tail = ckpt_pos = ckpt_bytes = 0
-    last_message: str | None = None
-    for i, (typ, payload) in enumerate(all_events, start=1):
-        text = orjson.dumps(payload).decode()
-        texts.append(text)
-        if typ in CONTEXT_TYPES:
-            tail += len(text)
-            if typ != "tool.result" and payload.get("text"):
-                last_message = payload["text"]
-        elif typ == "checkpoint":
-            ckpt_pos, ckpt_bytes, tail = i, len(text), 0
-    return texts, tail, ckpt_pos, ckpt_bytes, last_message[:500] if last_message is not None else None
 
 
 class AppendMixin:
@@ -164,7 +143,8 @@ class AppendMixin:
         cid: str,
     ) -> list[Event]:
         """The one fenced append statement (see module docstring)."""
-        texts, tail, ckpt_pos, ckpt_bytes, last_message = _fold(all_events)
+        f = fold_events(all_events)  # the counters a batch moves: the same rules as SQLite's commit
+        ckpt_pos, ckpt_bytes = f.checkpoint or (0, 0)
         base = await conn.fetchval(
             _APPEND,
             session_id,
@@ -172,12 +152,13 @@ class AppendMixin:
             len(all_events),
             ts,
             ckpt_pos,
-            tail,
-            last_message,
+            f.tail_bytes,
+            f.last_message,
             ckpt_bytes,
             cid,
             [t for t, _ in all_events],
-            texts,
+            f.payloads,
+            f.kept_from if f.checkpoint is not None else None,
         )
         if base is None:
             current = await conn.fetchval("SELECT fencing_token FROM session WHERE id = $1", session_id)

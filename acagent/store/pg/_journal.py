@@ -28,7 +28,8 @@ import orjson
 
 from acagent.errors import JournalError, SessionNotFound, check_session_prefix
 from acagent.events import Event, make_payload, now_ts
-from acagent.store import CONTEXT_TYPES, SessionRow, new_session_id
+from acagent.store import SessionRow, new_session_id
+from acagent.store._ops import CONTEXT_READ_TYPES
 from acagent.store._usage import UsageQueries
 from acagent.store.pg._append import EVENTS_CHANNEL, AppendMixin
 from acagent.store.pg._bridge import run_sync_fn
@@ -310,14 +311,14 @@ class PostgresJournal(AppendMixin, LeaseMixin, InboxMixin, QueryMixin, ProtocolE
         ]
 
     async def context_events(self, session_id: str) -> list[Event]:
-        """The latest checkpoint (if any) and the context-relevant events after it, ascending seq."""
+        """The context events from the latest snapshot position on, ascending seq (as SQLite's)."""
         row = await self.get_session(session_id)
         rows = await self._fetch(
             "SELECT seq, ts, type, payload FROM event WHERE session_id = $1 AND seq >= $2"
             " AND type = ANY($3::text[]) ORDER BY seq",
             session_id,
             row.checkpoint_seq,
-            ["checkpoint", *CONTEXT_TYPES],
+            list(CONTEXT_READ_TYPES),
         )
         return [
             Event(seq=s, ts=ts, session_id=session_id, type=t, payload=orjson.loads(p))

@@ -1,4 +1,4 @@
-"""Conformance: replay since a seq, context events from the latest checkpoint, import and export."""
+"""Conformance: replay since a seq, context events from the latest snapshot, import and export."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from acagent.errors import JournalError
 from acagent.events import Event
-from acagent.store import ImportedSession, Journal
+from acagent.store import ImportedSession, Journal, SetCancel
 
 pytestmark = pytest.mark.anyio
 
@@ -60,6 +60,44 @@ async def test_context_events_start_at_the_latest_checkpoint(journal: Journal, h
     ctx = await journal.context_events(row.id)
     assert [e.type for e in ctx] == ["checkpoint", "assistant.message", "user.message"]
     assert ctx[0].seq == 8
+
+
+def _compacted(first_kept_seq: int) -> dict[str, object]:
+    return {
+        "summary": "s",
+        "first_kept_seq": first_kept_seq,
+        "tokens_before": 9,
+        "tokens_after": 3,
+        "model": "m:x",
+    }
+
+
+@pytest.mark.parametrize("with_ops", [False, True])
+async def test_context_events_start_at_a_compactions_first_kept_event(
+    journal: Journal, h, with_ops: bool
+) -> None:
+    """A ``context.compacted`` is a position: the rebuild starts at its ``first_kept_seq`` (the
+    kept messages are the events from there, not a copy) and reads the compaction itself; a
+    compaction committed with its ``checkpoint`` (the previous format) starts at that checkpoint.
+    With and without ops (SQLite and PostgreSQL each take another path without)."""
+    row, lease = await _fill(journal, h, 3)  # user.message at 2, 4, 6; deltas at 3, 5, 7
+    ops = [SetCancel(False)] if with_ops else []
+    await journal.commit(row.id, [("usage", {}), ("context.compacted", _compacted(4))], lease=lease, ops=ops)
+    s = await journal.get_session(row.id)
+    assert (s.checkpoint_seq, s.tail_bytes) == (4, 0) and s.checkpoint_bytes > 0
+    await journal.commit(row.id, [("user.message", {"text": "after"})], lease=lease, ops=ops)
+    ctx = await journal.context_events(row.id)
+    assert [(e.seq, e.type) for e in ctx] == [
+        (4, "user.message"),
+        (6, "user.message"),
+        (9, "context.compacted"),
+        (10, "user.message"),
+    ]
+    assert (await journal.get_session(row.id)).tail_bytes > 0
+    old = [("context.compacted", _compacted(6)), ("checkpoint", {"upto_seq": 10, "messages": []})]
+    await journal.commit(row.id, old, lease=lease, ops=ops)
+    assert (await journal.get_session(row.id)).checkpoint_seq == 12
+    assert [(e.seq, e.type) for e in await journal.context_events(row.id)] == [(12, "checkpoint")]
 
 
 def _imported(session_id: str, n: int) -> tuple[ImportedSession, list[Event]]:
