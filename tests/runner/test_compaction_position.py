@@ -100,8 +100,8 @@ import acagent.runner._fit as fit
 real = fit.compact_context
 async def compact_then_arm(ports, **kw):
     out = await real(ports, **kw)
-    if sys.argv[3] == "arm":  # the next LLM step of this turn dies right after its intent row
-        ports.settings.crash_at = "after_step_inflight"
+    if sys.argv[3]:  # armed: the process dies at that point after this (first) compaction
+        ports.settings.crash_at = sys.argv[3]
     return out
 fit.compact_context = compact_then_arm
 async def main():
@@ -121,14 +121,18 @@ anyio.run(main)
 """
 
 
-def test_sigkill_right_after_a_compaction_resumes_the_same_step_in_a_fresh_process(
-    tmp_path: Path, mock: MockProvider, workspace: Path
+@pytest.mark.parametrize(
+    "point", ["after_step_inflight", "compact_before_call", "compact_mid_summary", "compact_before_commit"]
+)
+def test_sigkill_after_a_compaction_resumes_the_same_step_in_a_fresh_process(
+    point: str, tmp_path: Path, mock: MockProvider, workspace: Path
 ) -> None:
-    """The first LLM step after a compaction writes its intent (step id = session | context seq |
-    digest of the live, just-compacted context) and the process is SIGKILLed. A fresh process
-    rebuilds the context from the compaction's position and finds that very step inflight: it
-    retries it as attempt 2 (``llm.retry`` ``process_died``), so the digests agree and no call is
-    paid twice silently."""
+    """After a compaction, the process is SIGKILLed at ``point``: right after the intent row of
+    the next LLM step, or in the next compaction (its step id also carries the context's
+    digest). Each step id was made from the live context (folded from the compaction's
+    position). A fresh process rebuilds the context from that position and finds that very step
+    inflight: it retries it as attempt 2 (``llm.retry`` ``process_died``), so the digests agree
+    and no call is paid twice silently."""
     mock.default = responder
     notes(workspace, TURNS)
     home = tmp_path / "home"
@@ -138,7 +142,7 @@ def test_sigkill_right_after_a_compaction_resumes_the_same_step_in_a_fresh_proce
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     first = subprocess.run(
-        [sys.executable, "-c", code, "new", str(TURNS), "arm"],
+        [sys.executable, "-c", code, "new", str(TURNS), point],
         capture_output=True,
         text=True,
         timeout=120,
@@ -151,10 +155,10 @@ def test_sigkill_right_after_a_compaction_resumes_the_same_step_in_a_fresh_proce
         inflight = db.execute(
             "SELECT step_id FROM step WHERE session_id = ? AND status = 'inflight'", (sid,)
         ).fetchall()
-        assert len(inflight) == 1 and "|compact|" not in inflight[0][0]
+        assert len(inflight) == 1 and ("|compact|" in inflight[0][0]) == point.startswith("compact")
         step_id = inflight[0][0]
         types = [r[0] for r in db.execute("SELECT type FROM event WHERE session_id = ? ORDER BY seq", (sid,))]
-        assert "context.compacted" in types and "checkpoint" not in types
+        assert types.count("context.compacted") == 1 and "checkpoint" not in types
         asked = len(mock.requests)
         second = subprocess.run(
             [sys.executable, "-c", code, sid, "0", ""], capture_output=True, text=True, timeout=120, env=env
@@ -171,8 +175,9 @@ def test_sigkill_right_after_a_compaction_resumes_the_same_step_in_a_fresh_proce
         db.close()
     assert attempts == [(1, "failed"), (2, "done")], attempts  # the same digest after the rebuild
     assert last == ("turn.completed",)
-    resumed = [r for r in mock.requests[asked:] if r.json["messages"][0]["content"] != SUMMARY_SYSTEM]
-    assert resumed and resumed[0].json["messages"] and all(r.status == 200 for r in mock.requests)
+    summaries = [r for r in mock.requests[asked:] if r.json["messages"][0]["content"] == SUMMARY_SYSTEM]
+    assert len(summaries) == point.startswith("compact")  # the resumed compaction's one call
+    assert all(r.status == 200 for r in mock.requests)
 
 
 async def test_old_compaction_checkpoints_and_new_positions_mix(
