@@ -109,7 +109,7 @@ def make_events(
 ) -> list[Event]:
     """``events`` as :class:`Event` envelopes numbered ``last_seq + 1, + 2, …``."""
     return [
-        Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload)
+        Event.trusted(seq, ts, session_id, typ, dict(payload))  # a copy, as validation made
         for seq, (typ, payload) in enumerate(events, start=last_seq + 1)
     ]
 

@@ -38,16 +38,34 @@ def unpack_ts(us: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 1_000_000)) + f".{us % 1_000_000:06d}Z"
 
 
+_second: tuple[str, int | None] = ("", None)
+"""The last ``YYYY-MM-DDTHH:MM:SS`` :func:`pack_ts` parsed and its seconds (``strptime`` was most
+of a step commit's Python time, benchmarks figure 1; the steps of a turn share their second)."""
+
+
+def _seconds(text: str) -> int | None:
+    """Seconds since the epoch of ``YYYY-MM-DDTHH:MM:SS`` (UTC) when they reproduce ``text``
+    exactly, else None (second 60, month 13, before 1970)."""
+    global _second
+    cached = _second
+    if cached[0] == text:
+        return cached[1]
+    try:
+        secs: int | None = int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp())
+    except ValueError:  # e.g. second 60, month 13
+        secs = None
+    if secs is not None and (secs < 0 or time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) != text):
+        secs = None
+    _second = (text, secs)  # one tuple, replaced whole (a thread never pairs a text with another's seconds)
+    return secs
+
+
 def pack_ts(ts: str | None) -> int | str | None:
     """``ts`` as INTEGER microseconds when the text is reproduced exactly from them, else ``ts``."""
     if ts is None or not _TS.fullmatch(ts):
         return ts
-    try:
-        dt = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    except ValueError:  # e.g. second 60, month 13
-        return ts
-    us = (int(dt.timestamp()) * 1_000_000) + dt.microsecond
-    return us if us >= 0 and unpack_ts(us) == ts else ts
+    secs = _seconds(ts[:19])
+    return ts if secs is None else secs * 1_000_000 + int(ts[20:26])
 
 
 def pack_step(

@@ -225,3 +225,29 @@ def test_a_page_holds_several_runner_steps(tmp_path: Path) -> None:
     ).fetchone()[0]
     assert leaves <= 4
     db.close()
+
+
+def test_pack_ts_parses_each_second_once_and_packs_only_what_reads_back() -> None:
+    """The cached second (pack_ts parses ``YYYY-MM-DDTHH:MM:SS`` once per second) gives every time
+    of that second its own microseconds, and a text that does not read back stays text."""
+    from acagent.store._step_row import unpack_ts
+
+    for ts in (
+        "2026-12-02T11:07:19.859952Z",
+        "2026-12-02T11:07:19.000001Z",  # same second, from the cache
+        "2026-12-02T11:07:20.000000Z",
+        "1970-01-01T00:00:00.000000Z",
+        "9999-12-31T23:59:59.999999Z",
+    ):
+        us = pack_ts(ts)
+        assert isinstance(us, int) and unpack_ts(us) == ts
+    for ts in (
+        "2026-02-30T00:00:00.000000Z",  # no such day
+        "2026-12-31T23:59:60.000000Z",  # leap second
+        "1969-12-31T23:59:59.500000Z",  # before the epoch
+        "2026-12-02T11:07:19.859952",  # no Z
+        "2026-12-02 11:07:19.859952Z",
+    ):
+        assert pack_ts(ts) == ts
+        assert pack_ts(ts) == ts  # and again, from the cache
+    assert pack_ts(None) is None
