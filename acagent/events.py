@@ -68,14 +68,18 @@ class Event(BaseModel):
     payload: dict[str, Any]
 
     @classmethod
-    def trusted(cls, seq: int, ts: str, session_id: str, type: str, payload: dict[str, Any]) -> Event:  # noqa: A002
+    def trusted(cls, seq: int, ts: str, session_id: str, type: str, payload: dict[str, Any]) -> Event:
         """The envelope of values the caller already knows are of the field types (the journal's
         own numbering, a row it reads back), built without validation: equal to
         ``Event(seq=…, …)`` in every respect (``tests/bus/test_events.py``), at about half the cost
         (this runs for every committed and every replayed event). ``payload`` is kept, not copied.
         """
         event = _new(cls)
-        _set(event, "__dict__", {"seq": seq, "ts": ts, "session_id": session_id, "type": type, "payload": payload})
+        _set(
+            event,
+            "__dict__",
+            {"seq": seq, "ts": ts, "session_id": session_id, "type": type, "payload": payload},
+        )
         _set(event, "__pydantic_fields_set__", set(_FIELDS))
         _set(event, "__pydantic_extra__", None)
         _set(event, "__pydantic_private__", None)

@@ -205,9 +205,9 @@ def run(quick: bool) -> Figure:
         f"The thread hop alone (aiosqlite running the same raw commit) costs {hop:.1f}× the raw commit, so a "
         f'`durability = "normal"` commit runs on the event loop\'s thread (`SqliteJournal._run_short`, '
         f"`acagent/store/_sqlite_conn.py`): BEGIN IMMEDIATE; UPDATE session, its WHERE checking the fencing token "
-        f"and the last_seq this journal wrote, so no SELECT; INSERT event; the `session_text` upsert of the "
-        f"message (m013); COMMIT — and an `Event` model and a compressed payload per event "
-        f"(`acagent/store/_sqlite_commit.py`). The same "
+        f"and the last_seq this journal wrote, so no SELECT, and naming the message's seq as the session's last "
+        f"message (m014: no copy of its text); INSERT event; COMMIT — and an `Event` envelope (built unvalidated) "
+        f"and a compressed payload per event (`acagent/store/_sqlite_commit.py`). The same "
         f"commit sent to the write connection's thread — what happens when another connection holds the write lock "
         f'— takes {thread:.0f} µs ({thread / st["raw NORMAL"].median:.1f}× raw). With `durability = "full"` the '
         f"commit stays on the thread, the fsync dominates and it is {ratio_full:.2f}× the raw FULL commit."

@@ -344,6 +344,13 @@ def m013_session_text(db: sqlite3.Connection) -> None:
     create(db)
 
 
+def m014_last_message_seq(db: sqlite3.Connection) -> None:
+    """``last_message`` read from the message's own event (:mod:`acagent.store._session_text`)."""
+    from acagent.store._session_text import m014_last_message_seq as create
+
+    create(db)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_transcript_stat,
@@ -358,6 +365,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m011_usage_by_day,
     m012_compact_step,
     m013_session_text,
+    m014_last_message_seq,
 ]
 
 

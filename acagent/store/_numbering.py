@@ -72,6 +72,8 @@ class Folded(Record):
     """Context bytes after the commit's last checkpoint (all of them when there is none)."""
     last_message: str | None = None
     """New ``last_message`` (already cut), or None when the commit carries no text."""
+    last_message_at: int | None = None
+    """1-based position in the commit of the event ``last_message`` comes from, or None."""
     checkpoint: tuple[int, int] | None = None
     """``(1-based position in the commit, payload bytes)`` of its last snapshot event
     (:data:`~acagent.store._ops.SNAPSHOT_TYPES`), or None."""
@@ -97,6 +99,7 @@ def fold_events(events: Sequence[tuple[str, dict[str, Any]]]) -> Folded:
             out.tail_bytes += len(text)
             if typ != "tool.result" and payload.get("text"):
                 out.last_message = str(payload["text"])[:LAST_MESSAGE_CHARS]
+                out.last_message_at = i
         elif typ in SNAPSHOT_TYPES:
             out.checkpoint = (i, len(text))
             out.kept_from = int(payload.get("first_kept_seq") or 0) if typ == "context.compacted" else None
@@ -125,6 +128,8 @@ class Numbered(Record):
     tail_bytes: int = 0
     last_message: str | None = None
     """New ``last_message`` (already cut), or None when the commit carries no text."""
+    last_message_seq: int | None = None
+    """Seq of the event ``last_message`` comes from, or None."""
     checkpoint: tuple[int, int] | None = None
     """``(checkpoint_seq, payload bytes)`` of the commit's last snapshot event, or None
     (:meth:`Folded.snapshot_seq`)."""
@@ -145,5 +150,6 @@ def number_events(
         last_seq=last_seq + len(events),
         tail_bytes=f.tail_bytes if f.checkpoint is not None else tail_bytes + f.tail_bytes,
         last_message=f.last_message,
+        last_message_seq=None if f.last_message_at is None else last_seq + f.last_message_at,
         checkpoint=None if f.checkpoint is None else (f.snapshot_seq(last_seq), f.checkpoint[1]),
     )

@@ -21,7 +21,6 @@ from acagent.store._numbering import commit_order, fold_events, make_events, num
 from acagent.store._ops import Op
 from acagent.store._payload import encode_payload
 from acagent.store._rows import Lease
-from acagent.store._session_text import LAST_MESSAGE, set_text
 from acagent.store._sqlite_ops import TxContext, apply_op
 
 __all__ = ["INLINE_MAX_CHARS", "INSERT_EVENT", "commit_tx", "event_row", "is_big"]
@@ -30,16 +29,17 @@ HINTS_MAX = 4096
 """Sessions whose ``(num, last_seq)`` a journal remembers (a hint per session it wrote)."""
 
 INSERT_EVENT = "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)"
-_APPEND: dict[tuple[bool, bool], str] = {}
-"""The ``UPDATE session`` of a commit without ops, by (checkpoint, fenced)."""
+_APPEND: dict[tuple[bool, bool, bool], str] = {}
+"""The ``UPDATE session`` of a commit without ops, by (checkpoint, fenced, message)."""
 
 
-def _append_sql(checkpoint: bool, fenced: bool) -> str:
-    key = (checkpoint, fenced)
+def _append_sql(checkpoint: bool, fenced: bool, message: bool) -> str:
+    key = (checkpoint, fenced, message)
     sql = _APPEND.get(key)
     if sql is None:
         sets = "last_seq = ?, updated_at = ?, tail_bytes = " + ("?" if checkpoint else "tail_bytes + ?")
         sets += ", checkpoint_seq = ?, checkpoint_bytes = ?" if checkpoint else ""
+        sets += ", last_message_seq = ?" if message else ""
         where = "id = ? AND num = ? AND last_seq = ?" + (" AND fencing_token = ?" if fenced else "")
         sql = _APPEND[key] = f"UPDATE session SET {sets} WHERE {where}"
     return sql
@@ -101,23 +101,26 @@ def _append(
     args: list[Any] = [last_seq + len(events), ts, f.tail_bytes]
     if f.checkpoint is not None:
         args.extend((f.snapshot_seq(last_seq), f.checkpoint[1]))
+    if f.last_message_at is not None:  # the message's seq, not a copy of its text (m014)
+        args.append(last_seq + f.last_message_at)
     args.extend((session_id, num, last_seq))
     if lease is not None:
         args.append(lease.token)
-    if db.execute(_append_sql(f.checkpoint is not None, lease is not None), args).rowcount != 1:
+    sql = _append_sql(f.checkpoint is not None, lease is not None, f.last_message_at is not None)
+    if db.execute(sql, args).rowcount != 1:
         return None
-    if f.last_message is not None:  # beside the session row (m013)
-        set_text(db, num, LAST_MESSAGE, f.last_message)
+    if len(events) == 1:  # most commits (a message, a result): no batch to build
+        (typ, payload), text = events[0], f.payloads[0]
+        db.execute(INSERT_EVENT, event_row(num, last_seq + 1, ts, typ, text))
+        size[0] = len(text)
+        return [Event.trusted(last_seq + 1, ts, session_id, typ, dict(payload))]  # a copy, as make_events
     rows = [
         event_row(num, seq, ts, typ, text)
         for seq, (typ, _), text in zip(
             range(last_seq + 1, last_seq + len(events) + 1), events, f.payloads, strict=True
         )
     ]
-    if len(rows) == 1:
-        db.execute(INSERT_EVENT, rows[0])
-    else:
-        db.executemany(INSERT_EVENT, rows)
+    db.executemany(INSERT_EVENT, rows)
     size[0] = sum(map(len, f.payloads))
     return make_events(session_id, last_seq, ts, events)
 
@@ -179,8 +182,9 @@ def commit_tx(
     size[0] = sum(map(len, n.payloads))
     sets = "last_seq = ?, updated_at = ?, tail_bytes = ?"
     args: list[Any] = [n.last_seq, ts, n.tail_bytes]
-    if n.last_message is not None:  # beside the session row (m013)
-        set_text(db, num, LAST_MESSAGE, n.last_message)
+    if n.last_message_seq is not None:  # the message's seq, not a copy of its text (m014)
+        sets += ", last_message_seq = ?"
+        args.append(n.last_message_seq)
     if n.checkpoint is not None:
         sets += ", checkpoint_seq = ?, checkpoint_bytes = ?"
         args.extend(n.checkpoint)

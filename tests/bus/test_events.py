@@ -13,7 +13,9 @@ from acagent.events import Event
 
 def test_a_trusted_envelope_is_the_validated_one() -> None:
     payload = {"turn_id": "turn_0123456789abcdef", "text": "hi", "nested": {"a": [1, 2.5, None]}}
-    checked = Event(seq=7, ts="2026-12-02T11:07:19.859952Z", session_id="ses_a", type="user.message", payload=payload)
+    checked = Event(
+        seq=7, ts="2026-12-02T11:07:19.859952Z", session_id="ses_a", type="user.message", payload=payload
+    )
     trusted = Event.trusted(7, "2026-12-02T11:07:19.859952Z", "ses_a", "user.message", dict(payload))
     assert trusted == checked and checked == trusted
     assert trusted.__dict__ == checked.__dict__

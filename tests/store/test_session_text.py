@@ -1,4 +1,5 @@
-"""The session's long texts beside its row (m013, benchmarks figure 3 bytes per turn).
+"""The session's long texts beside its row (m013, benchmarks figure 3 bytes per turn), and
+``last_message`` read from its own event (m014, figure 3 durable commit).
 
 A journal written before m013 (sessions with a 500-character ``last_message``, a warnings list,
 remembered approval rules) migrates with every session read — get, find, list, lease — returning
@@ -135,7 +136,8 @@ def _wal_btrees(path: Path) -> list[str]:
 
 async def test_message_commit_writes_one_session_leaf_and_no_overflow(tmp_path: Path) -> None:
     """With a 500-character last message and a warnings list, a commit writes the session leaf (no
-    overflow page) and the session_text leaf; the session b-tree has no overflow page at all."""
+    overflow page) and, since m014, no session_text page (the row names the message's seq); the
+    session b-tree has no overflow page at all."""
     path = tmp_path / "a.db"
     j = await SqliteJournal.open(path)
     try:
@@ -150,7 +152,8 @@ async def test_message_commit_writes_one_session_leaf_and_no_overflow(tmp_path: 
             text = f"{n} " + "the answer, in prose that is long enough to fill the field " * 10
             await j.commit(row.id, [("assistant.message", {"turn_id": "t", "text": text})], lease=lease)
             seen.append(_wal_btrees(path))
-        assert [p for p in seen[1] if p.startswith("session")] == ["session:leaf", "session_text:leaf"]
+        assert [p for p in seen[1] if p.startswith("session")] == ["session:leaf"]
+        assert (await j.get_session(row.id)).last_message == text[:500]
     finally:
         await j.aclose()
     db = sqlite3.connect(path)
@@ -158,3 +161,68 @@ async def test_message_commit_writes_one_session_leaf_and_no_overflow(tmp_path: 
         "SELECT COUNT(*) FROM dbstat WHERE name = 'session' AND pagetype = 'overflow'"
     ).fetchone() == (0,)
     db.close()
+
+
+async def test_last_message_is_the_text_of_the_latest_message_event(tmp_path: Path) -> None:
+    """m014: every read gives the text of the commit's last user or assistant message with text (cut
+    to 500 characters; a tool result or a message without text leaves it), through the fast path
+    (no ops) and the general one (ops), fenced and not, and a journal closed and reopened."""
+    path = tmp_path / "a.db"
+    j = await SqliteJournal.open(path)
+    try:
+        row, _ = await j.create_session(cwd="/w", model="m", title=None)
+        assert (await j.get_session(row.id)).last_message is None
+        lease = await j.acquire_lease(row.id, "w1", ttl_s=30)
+        await j.commit(row.id, [("user.message", {"turn_id": "t", "text": LONG + "tail"})], lease=lease)
+        assert (await j.get_session(row.id)).last_message == LONG
+        await j.commit(  # the last with text wins; a tool result and an empty text do not count
+            row.id,
+            [
+                ("assistant.message", {"turn_id": "t", "text": "first"}),
+                ("assistant.message", {"turn_id": "t", "text": "second"}),
+                ("tool.result", {"turn_id": "t", "text": "not a message"}),
+                ("user.message", {"turn_id": "t", "text": ""}),
+            ],
+            lease=lease,
+        )
+        assert (await j.get_session(row.id)).last_message == "second"
+        await j.commit(
+            row.id,
+            [("user.message", {"turn_id": "t", "text": "ops"})],
+            lease=lease,
+            ops=[SetApprovalRules({"x": 1})],
+        )  # the general path
+        _lease, leased, _limits = await j.lease_session(row.id, "w1", ttl_s=30)
+        assert leased.last_message == "ops" and leased.approval_rules == '{"x":1}'
+        await j.commit_unfenced(row.id, [("usage", {"turn_id": "t"})], reason="test")
+        assert [r.last_message for r in await j.list_sessions()] == ["ops"]
+        assert (await j.find_session(row.id[:8])).last_message == "ops"
+    finally:
+        await j.aclose()
+    db = sqlite3.connect(path)  # no copy of the text: the row names the event
+    assert db.execute("SELECT COUNT(*) FROM session_text WHERE key & 3 = 1").fetchone() == (0,)
+    assert db.execute("SELECT last_message_seq FROM session").fetchone()[0] is not None
+    db.close()
+    j = await SqliteJournal.open(path)
+    try:
+        assert (await j.get_session(row.id)).last_message == "ops"
+    finally:
+        await j.aclose()
+
+
+async def test_pre_m014_last_message_reads_until_the_next_message(tmp_path: Path) -> None:
+    """A session_text ``last_message`` (an import, a journal before m014) is read while the session
+    has no message commit since; the next one replaces it."""
+    j = await SqliteJournal.open(tmp_path / "a.db")
+    try:
+        s = ImportedSession("ses_imp", "/w", last_seq=1, last_message="imported text")
+        ev = Event(seq=1, ts=TS, session_id="ses_imp", type="session.created", payload={"cwd": "/w"})
+        await j.import_session(s, [ev])
+        await j.commit_unfenced("ses_imp", [("usage", {"turn_id": "t"})], reason="test")
+        assert (await j.get_session("ses_imp")).last_message == "imported text"
+        await j.commit_unfenced(
+            "ses_imp", [("assistant.message", {"turn_id": "t", "text": "new"})], reason="t"
+        )
+        assert (await j.get_session("ses_imp")).last_message == "new"
+    finally:
+        await j.aclose()
