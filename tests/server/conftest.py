@@ -155,8 +155,12 @@ _REGISTRY = Path(tempfile.gettempdir()) / "acagent-test-daemons"
 """One file per daemon a test started: named by its pid, holding the test process's pid."""
 
 
-def reap_orphan_daemons() -> list[int]:
+def reap_orphan_daemons(registry: Path | None = None) -> list[int]:
     """Kill (SIGKILL, the process group) the daemons whose test process is gone; their pids.
+
+    ``registry``: the directory of ``<daemon pid>`` files holding their test process's pid
+    (default the machine-wide one; a test of this function passes its own, since another test run
+    on the machine reaps from the shared one at any moment).
 
     A test run killed from outside (a ``timeout``, the CI's limit) never reaches its fixtures'
     teardown, so its ``acagent serve`` processes would serve on for ever. The next daemon a test
@@ -164,7 +168,7 @@ def reap_orphan_daemons() -> list[int]:
     ``acagent serve`` (not a reused pid).
     """
     reaped = []
-    for entry in _REGISTRY.glob("*"):
+    for entry in (registry or _REGISTRY).glob("*"):
         try:
             daemon, owner = int(entry.name), int(entry.read_text())
         except (OSError, ValueError):

@@ -86,7 +86,9 @@ def test_daemons_started_together_leave_exactly_one_serving_f128(tmp_path: Path,
 
 def test_a_daemon_whose_test_run_was_killed_is_reaped_by_the_next_one(tmp_path: Path) -> None:
     """Before: a test run killed from outside (a timeout) left its ``acagent serve`` running."""
-    from tests.server.conftest import _REGISTRY, reap_orphan_daemons
+    from tests.server.conftest import reap_orphan_daemons
+
+    registry = tmp_path / "registry"  # not the shared one: a concurrent test run would reap first
 
     dead_owner = subprocess.Popen(["true"])
     dead_owner.wait()
@@ -96,14 +98,13 @@ def test_a_daemon_whose_test_run_was_killed_is_reaped_by_the_next_one(tmp_path: 
     stray = subprocess.Popen([sys.executable, str(fake), "serve"], start_new_session=True)
     alive_owner = subprocess.Popen([sys.executable, str(fake), "serve"], start_new_session=True)
     try:
-        _REGISTRY.mkdir(exist_ok=True)
-        (_REGISTRY / str(stray.pid)).write_text(str(dead_owner.pid))
-        (_REGISTRY / str(alive_owner.pid)).write_text(str(os.getpid()))
-        assert stray.pid in reap_orphan_daemons()
+        registry.mkdir()
+        (registry / str(stray.pid)).write_text(str(dead_owner.pid))
+        (registry / str(alive_owner.pid)).write_text(str(os.getpid()))
+        assert stray.pid in reap_orphan_daemons(registry)
         assert stray.wait(10) == -signal.SIGKILL
         assert alive_owner.poll() is None  # its owner (this test) runs: left alone
     finally:
         for p in (stray, alive_owner):
             p.kill()
             p.wait(10)
-        (_REGISTRY / str(alive_owner.pid)).unlink(missing_ok=True)
