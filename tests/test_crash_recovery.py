@@ -153,6 +153,10 @@ MATRIX: dict[str, tuple[int, bool]] = {
     "mid_tool": (2, True),
     "after_tool_result_before_wake": (2, False),
 }
+UNSENT = ("after_turn_accepted", "after_step_inflight", "after_tool_result_before_wake")
+"""Points after a step's intent is durable and before its request left: the accept and the last
+tool result's commits carry the next step's intent (runner/_stepstart.py), so recovery finds it
+inflight and retries it visibly (``llm.retry`` ``process_died``), as after ``after_step_inflight``."""
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -196,9 +200,9 @@ def test_crash_at_point_then_resume_finishes_turn(
     ).fetchone()
     assert status == "done"
     # Every request that went out is an attempt in the journal; an attempt recorded inflight right
-    # before the crash may not have reached the mock (after_step_inflight).
-    assert llm_calls - (1 if point == "after_step_inflight" else 0) == len(requests)
-    assert retries == (1 if point in ("after_step_inflight", "mid_stream", "before_step_commit") else 0)
+    # before the crash may not have reached the mock (UNSENT).
+    assert llm_calls - (1 if point in UNSENT else 0) == len(requests)
+    assert retries == (1 if point in (*UNSENT, "mid_stream", "before_step_commit") else 0)
 
     lines = log.read_text().splitlines() if log.exists() else []
     assert len(lines) <= 1
@@ -216,7 +220,11 @@ def test_crash_at_point_then_resume_finishes_turn(
     types = [t for _, t, _ in rows]
     assert types.count("turn.completed") == 1
     if retries:
-        assert "llm.retry" in types
+        (retry,) = [json.loads(p) for _, t, p in rows if t == "llm.retry"]
+        assert (retry["reason"], retry["attempt"]) == ("process_died", 1)
+    # A step's intent rides in the commit that makes its context, right after what woke the model.
+    woke = [types[i - 1] for i, t in enumerate(types) if t == "step.started"]
+    assert set(woke) <= {"user.message", "tool.result", "llm.retry"}, woke
     finals = [json.loads(p) for _, t, p in rows if t == "assistant.message"]
     assert finals[-1]["text"] == FINAL
     # The dead attempt's partial text never reaches the model.

@@ -85,6 +85,14 @@ class ContextBuilder:
         self._chain.clear()
         self._ids.clear()
 
+    def fork(self) -> ContextBuilder:
+        """A copy to fold events into ahead of their commit (the messages are shared, immutable;
+        the digest chain is copied, so the copy's :meth:`digest` re-hashes only what it changed)."""
+        other = ContextBuilder(self.messages)
+        other.seqs, other.last_seq = list(self.seqs), self.last_seq
+        other._chain, other._ids[:] = list(self._chain), self._ids
+        return other
+
     def rebuild(self, events: Iterable[Event]) -> None:
         """Replace the context by the fold of ``events`` (the journal's ``context_events``)."""
         self._messages, self.seqs, self.last_seq = [], [], 0

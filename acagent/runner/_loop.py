@@ -36,10 +36,11 @@ from acagent.providers._base import ModelRequest
 from acagent.runner._compact import CompactionFailed
 from acagent.runner._fit import fit_context
 from acagent.runner._reply import commit_reply, stream_reply
+from acagent.runner._stepstart import NOT_CALLED, PlannedStep, intent, legacy_step_id, step_id_for
 from acagent.runner._tools import ToolExecutor
 from acagent.runner._turn import Turn
 from acagent.runner._writer import crash_point
-from acagent.store import ACTIVE, FinishStep, InsertStep, SetStatus
+from acagent.store import FinishStep
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -117,26 +118,33 @@ class AgenticLoop:
         """
         settings = turn.settings
         tools = await turn.definitions()
-        try:
-            est_tokens = await fit_context(turn, tools, force=force_compaction)
-        except CompactionFailed as exc:
-            # After a provider refusal the turn fails as the refusal it is (context_overflow).
-            code = "context_overflow" if force_compaction == "overflow" else exc.code
-            await turn.fail(error_type=code, message=exc.message, detail=exc.detail)
-            raise TurnEnded from exc
+        planned = await _planned(turn, force_compaction)
+        if planned is not None:  # its intent rode in the commit that made this context
+            digest, step_id, est_tokens = planned.digest, planned.step_id, planned.tokens
+            attempt, crashed = 1, 0
+            crash_point("after_step_inflight", settings.crash_at)
+        else:
+            try:
+                est_tokens = await fit_context(turn, tools, force=force_compaction)
+            except CompactionFailed as exc:
+                # After a provider refusal the turn fails as the refusal it is (context_overflow).
+                code = "context_overflow" if force_compaction == "overflow" else exc.code
+                await turn.fail(error_type=code, message=exc.message, detail=exc.detail)
+                raise TurnEnded from exc
+            digest = turn.context.digest(turn.system_prompt)
+            resumed = await _resume_attempts(turn, digest)
+            if resumed is None:
+                return False
+            step_id, attempt, crashed = resumed
         messages = list(turn.context.messages)
-        digest = turn.context.digest(turn.system_prompt)
-        step_id = f"{turn.session_id}|{turn.context.last_seq}|{digest[:16]}"
-        resumed = await _resume_attempts(turn, step_id)
-        if resumed is None:
-            return False
-        attempt, crashed = resumed
         while True:
-            await _check_can_call(turn, attempt, crashed, est_tokens)
             request_id = f"{step_id}|{attempt}"
             window = model_window(turn.model, settings.models)
-            context_window = window.context_window if window.known else None
-            await _start_attempt(turn, step_id, request_id, digest, attempt, (est_tokens, context_window))
+            if planned is None:
+                await _check_can_call(turn, attempt, crashed, est_tokens)
+                context_window = window.context_window if window.known else None
+                await _start_attempt(turn, step_id, request_id, digest, attempt, (est_tokens, context_window))
+            planned = None
             request = ModelRequest(
                 system=turn.system_prompt,
                 messages=messages,
@@ -177,18 +185,42 @@ def _retry_payload(
     return ("llm.retry", payload)
 
 
-async def _resume_attempts(turn: Turn, step_id: str) -> tuple[int, int] | None:
-    """``(next attempt, crash-killed attempts so far)`` of the step, or None when it is already
-    done for this very context (its reply was empty, F50)."""
+async def _planned(turn: Turn, force_compaction: str | None) -> PlannedStep | None:
+    """The attempt whose intent rode in this turn's last waking commit (``Turn.planned_step``,
+    ``runner/_stepstart.py``), if it is for the current context; taken once. One planned for a
+    context that moved on since (never expected) is closed as not called."""
+    planned: PlannedStep | None = turn.planned_step
+    turn.planned_step = None
+    if planned is None:
+        return None
+    if force_compaction is None and planned.digest == turn.context.digest(turn.system_prompt):
+        return planned
+    await turn.writer.commit([], ops=[FinishStep(planned.request_id, "failed", NOT_CALLED)])
+    return None
+
+
+async def _resume_attempts(turn: Turn, digest: str) -> tuple[str, int, int] | None:
+    """``(step id, next attempt, crash-killed attempts so far)`` of the step for the current
+    context, or None when it is already done for this very context (its reply was empty, F50).
+
+    The step id is :func:`step_id_for` the turn and ``digest``; a step an older acagent recorded
+    under its old id (:func:`legacy_step_id`) goes on under that id.
+    """
+    step_id = step_id_for(turn.session_id, turn.turn_id, digest)
     fresh, turn.fresh_seq = turn.fresh_seq, None
     if fresh is not None and fresh == turn.context.last_seq:
-        return 1, 0  # this turn's own commit made this context: no attempt of its step exists
+        return step_id, 1, 0  # this turn's own commit made this context: no attempt of its step exists
     attempts = await turn.journal.step_attempts(turn.session_id, step_id)
+    if not attempts:
+        legacy = legacy_step_id(turn.session_id, turn.context.last_seq, digest)
+        attempts = await turn.journal.step_attempts(turn.session_id, legacy)
+        if attempts:
+            step_id = legacy
     # A crash-killed attempt is not a provider failure (F56): only provider failures spend
     # ``step_max_attempts``; crashes have their own, larger bound (a crash loop still ends).
     crashed = sum(1 for a in attempts if a.status == "failed" and a.error == PROCESS_DIED)
     if not attempts:
-        return 1, crashed
+        return step_id, 1, crashed
     prev = attempts[-1]
     if prev.status == "done":
         # Done for this very context: had the reply added anything (text, tool calls), the
@@ -205,7 +237,7 @@ async def _resume_attempts(turn: Turn, step_id: str) -> tuple[int, int] | None:
             [_retry_payload(turn, prev.attempt, "process_died", 0, error)],
             ops=[FinishStep(prev.request_id, "failed", PROCESS_DIED)],
         )
-    return prev.attempt + 1, crashed
+    return step_id, prev.attempt + 1, crashed
 
 
 async def _check_can_call(turn: Turn, attempt: int, crashed: int, est_tokens: int | None) -> None:
@@ -240,22 +272,8 @@ async def _start_attempt(
 
     ``context``: the request's estimated tokens and the model's window (None when unknown).
     """
-    payload = make_payload(
-        "step.started",
-        turn_id=turn.turn_id,
-        step_id=step_id,
-        request_id=request_id,
-        attempt=attempt,
-        context_tokens=context[0],
-        context_window=context[1],
-    )
-    await turn.writer.commit(
-        [("step.started", payload)],
-        ops=[
-            InsertStep(request_id, step_id, turn.turn_id, digest, attempt),
-            SetStatus("running", ACTIVE, turn_id=turn.turn_id),
-        ],
-    )
+    events, ops = intent(turn, step_id, request_id, digest, attempt, context)
+    await turn.writer.commit(events, ops=ops)
     crash_point("after_step_inflight", turn.settings.crash_at)
 
 

@@ -52,9 +52,15 @@ class ToolExecutor:
         order, each only after its own decision. A call admitted without asking is judged again
         right before it runs (an earlier call of the step may have written the workspace, F40).
         """
-        prepared = [(row, await self._prepare(turn, turn.turn_id, row)) for row in rows]
-        for row, ready in prepared:
+        # ``wakes``: the step's last open call, the others terminal: the model is woken right
+        # after its result's commit, which carries the next step's intent (Turn.commit)
+        prepared = []
+        for i, row in enumerate(rows):
+            wakes = i == len(rows) - 1 and all(r.terminal for r in rows[:i])
+            prepared.append((row, await self._prepare(turn, turn.turn_id, row, wakes=wakes)))
+        for i, (row, ready) in enumerate(prepared):
             if ready is not None:
+                wakes = i == len(prepared) - 1 and all(r.terminal for r, _ in prepared[:i])
                 attrs = {
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": row.name,
@@ -62,7 +68,7 @@ class ToolExecutor:
                     "gen_ai.tool.type": "extension" if row.name.startswith("mcp__") else "function",
                 }
                 with span(f"execute_tool {row.name}", attrs):
-                    await self._settle(turn, turn.turn_id, row, *ready)
+                    await self._settle(turn, turn.turn_id, row, *ready, wakes=wakes)
 
     async def _finish(
         self,
@@ -72,17 +78,22 @@ class ToolExecutor:
         result: ToolResult,
         *,
         first: tuple[list[Any], list[Any]] = ([], []),
+        wakes: bool = False,
     ) -> None:
-        """Commit the call's result (after ``first``: events and ops of the same transaction)."""
+        """Commit the call's result (after ``first``: events and ops of the same transaction;
+        ``wakes``: the step's last result, which carries the next step's intent: ``Turn.commit``)."""
         event, op = close_row(turn_id, row, result)
-        await turn.commit([*first[0], event], [*first[1], op])
+        await turn.commit([*first[0], event], [*first[1], op], wakes=wakes)
         row.status = op.to
         metrics().tool_call(row.name, result.status)
         if result.status == "interrupted":
             metrics().tool_interrupted(row.name)
 
-    async def _prepare(self, turn: Turn, turn_id: str, row: ToolCallRow) -> tuple[Any, Any] | None:
-        """Recover a ``running`` row, validate a ``dispatched`` one and request its approval.
+    async def _prepare(
+        self, turn: Turn, turn_id: str, row: ToolCallRow, *, wakes: bool = False
+    ) -> tuple[Any, Any] | None:
+        """Recover a ``running`` row, validate a ``dispatched`` one and request its approval
+        (``wakes``: a result given here is the step's last, see :meth:`_finish`).
 
         Returns:
             ``(tool, args)`` to settle, or None once the row is terminal (args may be None for a
@@ -98,7 +109,8 @@ class ToolExecutor:
                     turn.session_id, row.tool_call_id, row.trusted_pgid(), timing.tool_kill_grace_s
                 )
             if not row.idempotent:
-                await self._finish(turn, turn_id, row, ToolResult(INTERRUPTED_BY_CRASH, status="interrupted"))
+                result = ToolResult(INTERRUPTED_BY_CRASH, status="interrupted")
+                await self._finish(turn, turn_id, row, result, wakes=wakes)
                 return None
             await turn.writer.commit([], ops=[UpdateToolCall(row.tool_call_id, "dispatched", ("running",))])
             row.status = "dispatched"
@@ -117,12 +129,14 @@ class ToolExecutor:
         else:
             args, error = validate_arguments(tool, tool_call_arguments(row))
         if error is not None or tool is None:
-            await self._finish(turn, turn_id, row, ToolResult(error or "invalid call", status="error"))
+            await self._finish(
+                turn, turn_id, row, ToolResult(error or "invalid call", status="error"), wakes=wakes
+            )
             return None
         interactive = getattr(tool, "interactive", False)
         if interactive and not turn.interactive:
             result = ToolResult("no interactive user is attached to answer", status="error")
-            await self._finish(turn, turn_id, row, result)
+            await self._finish(turn, turn_id, row, result, wakes=wakes)
             return None
         if interactive or turn.policy.needs_approval(
             tool, args, turn.tool_context(row), turn.settings.auto_approve
@@ -155,8 +169,11 @@ class ToolExecutor:
         )
         row.status, row.approval = "waiting_user", "pending"
 
-    async def _settle(self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> None:
-        """Wait for the row's own decision if it needs one, then run it (or close it denied)."""
+    async def _settle(
+        self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any, *, wakes: bool = False
+    ) -> None:
+        """Wait for the row's own decision if it needs one, then run it (or close it denied);
+        ``wakes``: its result is the step's last (see :meth:`_finish`)."""
         judge = row.status == "dispatched" and args is not None and not getattr(tool, "interactive", False)
         if judge and turn.policy.needs_approval(
             tool, args, turn.tool_context(row), turn.settings.auto_approve
@@ -169,9 +186,10 @@ class ToolExecutor:
         if args is None:
             args, error = validate_arguments(tool, tool_call_arguments(row))
             if args is None:
-                await self._finish(turn, turn_id, row, ToolResult(error or "invalid call", status="error"))
+                result = ToolResult(error or "invalid call", status="error")
+                await self._finish(turn, turn_id, row, result, wakes=wakes)
                 return
-        await self._execute(turn, turn_id, row, tool, args)
+        await self._execute(turn, turn_id, row, tool, args, wakes=wakes)
 
     async def _admit_if_covered(self, turn: Turn, row: ToolCallRow, tool: Any, args: Any) -> None:
         """Allow a call still waiting for its answer that a rule now admits: an ``always`` given
@@ -233,7 +251,9 @@ class ToolExecutor:
             turn.answers[row.tool_call_id] = note or ""
         return True
 
-    async def _execute(self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any) -> None:
+    async def _execute(
+        self, turn: Turn, turn_id: str, row: ToolCallRow, tool: Any, args: Any, *, wakes: bool = False
+    ) -> None:
         timing = turn.settings.timing
         started = make_payload("tool.started", turn_id=turn_id, tool_call_id=row.tool_call_id, name=row.name)
         # The workspace-write generation advances in the same commit (F40): durable before the
@@ -305,7 +325,7 @@ class ToolExecutor:
             first = (start.events, [op for op in start.ops if not isinstance(op, SetStatus)])
         if first[1]:
             row.status = "running"
-        await self._finish(turn, turn_id, row, result, first=first)
+        await self._finish(turn, turn_id, row, result, first=first, wakes=wakes)
         turn.tool_output.pop(row.tool_call_id, None)
 
 

@@ -30,6 +30,7 @@ from acagent.obs import metrics
 from acagent.providers._base import Provider, ToolDefinition
 from acagent.runner._context import ContextBuilder
 from acagent.runner._results import MAX_TOOL_OUTPUT_KEPT, close_open_call, close_row, partial_message
+from acagent.runner._stepstart import commit_waking
 from acagent.runner._writer import SessionWriter
 from acagent.settings import Settings
 from acagent.store import (
@@ -135,10 +136,13 @@ class Turn:
     (None: read them from the journal). Under the lease nobody else writes this turn's rows."""
     fresh_seq: int | None = None
     """A context seq produced by this turn's own commit, at which no step has been looked up yet:
-    the step for it has no attempts in the journal (its step id names that seq), so the loop need
-    not read them. Used once."""
+    the step for it has no attempts in the journal (its id names this turn and the context's
+    digest, and within a turn a context never comes back), so the loop need not read them. Used once."""
     limits: Any = None
     """The session's effective caps (``Budget.effective_limits``), read once per turn."""
+    planned_step: Any = None
+    """The ``PlannedStep`` whose intent rode in this turn's last waking commit (:meth:`commit`),
+    for the loop's next LLM step (taken once)."""
     release_at_end: bool = False
     """The turn's completion commit gives the lease up (``ReleaseLease``): no turn of this
     runner follows under the same lease."""
@@ -179,10 +183,19 @@ class Turn:
 
     # ------------------------------------------------------------------ ports
 
-    async def commit(self, events: list[tuple[str, dict[str, Any]]], ops: list[Any]) -> None:
-        """:meth:`SessionWriter.commit`, noting a context seq this commit produced (``fresh_seq``)."""
+    async def commit(
+        self, events: list[tuple[str, dict[str, Any]]], ops: list[Any], *, wakes: bool = False
+    ) -> None:
+        """:meth:`SessionWriter.commit`, noting a context seq this commit produced (``fresh_seq``).
+
+        ``wakes``: the model is called right after this commit (the accept, a step's last tool
+        result), so the next step's intent rides in it (``runner/_stepstart.py`` ``commit_waking``).
+        """
         before = self.context.last_seq
-        await self.writer.commit(events, ops=ops)
+        if wakes:
+            self.planned_step = await commit_waking(self, events, ops)
+        else:
+            await self.writer.commit(events, ops=ops)
         if self.context.last_seq != before:
             self.fresh_seq = self.context.last_seq
 
@@ -292,7 +305,8 @@ class Turn:
         """Open the turn with the user's message: ``turn.started`` + ``user.message`` (with
         ``idempotency_key`` when given), the session's current turn, its cancel flag cleared (a
         cancel meant for an earlier turn never reaches this one), status ``running`` and the
-        session's ``title`` if given — one transaction."""
+        session's ``title`` if given — one transaction, which also carries the first LLM step's
+        intent (``step.started``, the ``step`` row inflight) when :attr:`planner` plans it."""
         ops: list[Any] = [
             SetTurn(self.turn_id),
             SetCancel(False),
@@ -311,6 +325,7 @@ class Turn:
                 ),
             ],
             ops,
+            wakes=True,
         )
         self.open_calls = []  # a new turn id: no tool call of it exists
 

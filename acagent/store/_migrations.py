@@ -351,6 +351,19 @@ def m014_last_message_seq(db: sqlite3.Connection) -> None:
     create(db)
 
 
+def m015_step_id_by_turn(db: sqlite3.Connection) -> None:
+    """Step ids ``session|turn|digest16`` packed to nothing (:mod:`acagent.store._step_row`).
+
+    The runner's step id named the context's seq, which the journal assigns in the commit a
+    step's intent now rides in (``runner/_stepstart.py``); it names the step's turn instead, which
+    the row already holds, so the ``step`` view rebuilds it. Only the view changes: old rows keep
+    their ``mid`` (or their ``step_id``) and read back as before.
+    """
+    from acagent.store._step_row import m015_step_id_by_turn as create
+
+    create(db)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_transcript_stat,
@@ -366,6 +379,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m012_compact_step,
     m013_session_text,
     m014_last_message_seq,
+    m015_step_id_by_turn,
 ]
 
 

@@ -8,7 +8,8 @@ the value is exactly reproducible (anything else is stored as given):
 - ``request_id``: NULL when it is ``step_id|attempt``;
 - ``step_id``: NULL when it is ``session_id|mid|digest[:16]``, ``mid`` (the context seq, or
   ``compact|<seq>``) stored instead — the session id is the session whose ``num`` is
-  ``key >> 32``;
+  ``key >> 32``; NULL and no ``mid`` either when it is ``session_id|turn_id|digest[:16]`` (the
+  runner's step id since m015, ``runner/_stepstart.py``: the turn is the row's own);
 - ``digest``: its bytes (BLOB) when it is lowercase hex; ``turn_id``: the 8 bytes after
   ``turn_`` when it is ``turn_`` + 16 lowercase hex digits;
 - ``started_at`` / ``finished_at``: INTEGER microseconds since the epoch when the text is
@@ -26,7 +27,15 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 
-__all__ = ["insert_step_row", "m012_compact_step", "pack_step", "pack_ts", "unpack_ts"]
+__all__ = [
+    "create_step_view",
+    "insert_step_row",
+    "m012_compact_step",
+    "m015_step_id_by_turn",
+    "pack_step",
+    "pack_ts",
+    "unpack_ts",
+]
 
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 _HEX = re.compile(r"(?:[0-9a-f]{2})+")
@@ -76,7 +85,9 @@ def pack_step(
     stored_step: str | None = step_id
     mid = None
     head, tail = f"{session_id}|", f"|{digest[:16]}"
-    if step_id.startswith(head) and step_id.endswith(tail) and len(step_id) > len(head) + len(tail):
+    if step_id == f"{head}{turn_id}{tail}":
+        stored_step = None  # m015: the view names the row's turn
+    elif step_id.startswith(head) and step_id.endswith(tail) and len(step_id) > len(head) + len(tail):
         stored_step, mid = None, step_id[len(head) : -len(tail)]
     stored_digest: str | bytes = bytes.fromhex(digest) if _HEX.fullmatch(digest) else digest
     stored_turn: str | bytes = bytes.fromhex(turn_id[5:]) if _TURN.fullmatch(turn_id) else turn_id
@@ -150,8 +161,22 @@ def m012_compact_step(db: sqlite3.Connection) -> None:
         insert_step_row(db, num, session_id, tuple(row))
     db.execute("DROP TABLE step")
     db.execute("CREATE UNIQUE INDEX step_log_rid ON step_log (rid)")
+    create_step_view(db, by_turn=False)
+
+
+def m015_step_id_by_turn(db: sqlite3.Connection) -> None:
+    """The ``step`` view of m012, and a row with neither ``step_id`` nor ``mid`` names the step
+    ``session|turn|digest16`` (the runner's step id from now on: ``runner/_stepstart.py``)."""
+    db.execute("DROP VIEW step")
+    create_step_view(db, by_turn=True)
+
+
+def create_step_view(db: sqlite3.Connection, *, by_turn: bool) -> None:
+    """The ``step`` view over ``step_log`` (m012; ``by_turn``: with m015's step ids)."""
     digest = "CASE WHEN typeof(t.digest) = 'blob' THEN lower(hex(t.digest)) ELSE t.digest END"
-    step_id = f"COALESCE(t.step_id, s.id || '|' || t.mid || '|' || substr({digest}, 1, 16))"
+    turn = "CASE WHEN typeof(t.turn_id) = 'blob' THEN 'turn_' || lower(hex(t.turn_id)) ELSE t.turn_id END"
+    mid = f"COALESCE(t.mid, {turn})" if by_turn else "t.mid"
+    step_id = f"COALESCE(t.step_id, s.id || '|' || {mid} || '|' || substr({digest}, 1, 16))"
 
     def ts(col: str) -> str:
         return (
@@ -162,7 +187,7 @@ def m012_compact_step(db: sqlite3.Connection) -> None:
     db.execute(
         "CREATE VIEW step (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status, error,"
         f" started_at, finished_at) AS SELECT t.key, t.rid, s.id, COALESCE(t.request_id, {step_id} || '|' || t.attempt),"
-        f" {step_id}, CASE WHEN typeof(t.turn_id) = 'blob' THEN 'turn_' || lower(hex(t.turn_id)) ELSE t.turn_id END,"
+        f" {step_id}, {turn},"
         f" {digest}, t.attempt, t.status, t.error, {ts('t.started_at')}, {ts('t.finished_at')}"
         " FROM step_log t JOIN session s ON s.num = t.key >> 32"
     )

@@ -181,17 +181,17 @@ async def test_the_completion_commit_gives_the_lease_up(
         other = await reg.journal.acquire_lease(runner.session_id, "w_other", ttl_s=30)
     assert other.token == row.fencing_token + 1
     assert calls["release_lease"] == 0
-    assert calls["commit"] == 3  # accept, step.started, reply + turn.completed + lease
+    assert calls["commit"] == 2  # accept + step.started, reply + turn.completed + lease
 
 
 async def test_a_quick_read_only_call_commits_its_start_with_its_result(
     tmp_path: Path, mock: MockProvider, workspace: Path
 ) -> None:
     """An in-process read-only call that ends within a frame: ``tool.started`` rides in the
-    result's transaction (6 commits per tool turn, was 7); the row ends ``done`` with its runner
-    recorded, as before."""
+    result's transaction (6 commits per tool turn, was 7; 4 since each ``step.started`` rides in
+    the commit before it); the row ends ``done`` with its runner recorded, as before."""
     calls, events, rows = await _list_dir_turn(tmp_path, mock, workspace)
-    assert calls["commit"] == 6
+    assert calls["commit"] == 4
     started = [e for e in events if e.type == "tool.started"][-1]
     result = [e for e in events if e.type == "tool.result"][-1]
     assert started.seq < result.seq and started.ts == result.ts  # one transaction, in order

@@ -95,7 +95,21 @@ _STEPS = [
         "1969-12-31T23:59:59.999999Z",
     ),
     ("", f"{SID}|2|", "", "", 0, "done", "", "", ""),
+    # the runner's step ids since m015: session|turn|digest16 (runner/_stepstart.py)
+    (
+        f"{SID}|turn_66a7104a20ef4bf3|4b8b68014dc36f80|1",
+        f"{SID}|turn_66a7104a20ef4bf3|4b8b68014dc36f80",
+        "turn_66a7104a20ef4bf3",
+        DIGEST,
+        1,
+        "inflight",
+        None,
+        TS,
+        None,
+    ),
+    (f"{SID}|compact_0a1b|abc|2", f"{SID}|compact_0a1b|abc", "compact_0a1b", "abc", 2, "done", None, TS, TS),
 ]
+LATEST = migrations.MIGRATIONS[-1].__name__
 
 
 def _database_with_steps(path: Path, upto: str) -> sqlite3.Connection:
@@ -120,7 +134,7 @@ def _database_with_steps(path: Path, upto: str) -> sqlite3.Connection:
 def test_every_packed_value_reads_back_through_the_view(tmp_path: Path) -> None:
     """Derivable ids, hex digests and turn ids and RFC 3339 times are packed, anything else kept; the
     ``step`` view returns every value exactly as given, in key order."""
-    db = _database_with_steps(tmp_path / "a.db", "m012_compact_step")
+    db = _database_with_steps(tmp_path / "a.db", LATEST)
     for row in _STEPS:
         insert_step_row(db, 1, SID, row)
     got = db.execute(
@@ -136,6 +150,8 @@ def test_every_packed_value_reads_back_through_the_view(tmp_path: Path) -> None:
     assert packed[1] == (None, None, "compact|1009", "blob", "blob", "integer")
     assert packed[2] == ("r1", "s1", None, "text", "text", "integer")
     assert packed[3][3:5] == ("text", "text")  # upper-case hex is kept as text
+    assert packed[-2] == (None, None, None, "blob", "blob", "integer")  # the turn is the row's own
+    assert packed[-1] == (None, None, None, "text", "text", "integer")
     db.close()
     assert pack_ts("2026-02-30T00:00:00.000000Z") == "2026-02-30T00:00:00.000000Z"
 
@@ -210,15 +226,14 @@ async def test_pre_m012_database_migrates_every_step_identically(tmp_path: Path)
 
 
 def test_a_page_holds_several_runner_steps(tmp_path: Path) -> None:
-    """Twelve steps shaped like the runner's fit in at most four 512-byte leaves (m009: one a leaf)."""
-    db = _database_with_steps(tmp_path / "a.db", "m012_compact_step")
+    """Twelve steps shaped like the runner's fit in at most four 512-byte leaves (m009: one a leaf),
+    with the step ids of m014 (``session|turn|digest16``) as with the older ones."""
+    db = _database_with_steps(tmp_path / "a.db", LATEST)
     for n in range(12):
-        step_id = f"{SID}|{1000 + n}|{DIGEST[:16]}"
+        turn = f"turn_66a7104a20ef4b{n:02x}"
+        step_id = f"{SID}|{1000 + n}|{DIGEST[:16]}" if n % 2 else f"{SID}|{turn}|{DIGEST[:16]}"
         insert_step_row(
-            db,
-            1,
-            SID,
-            (f"{step_id}|1", step_id, "turn_66a7104a20ef4bf3", DIGEST, 1, "done", None, now_ts(), now_ts()),
+            db, 1, SID, (f"{step_id}|1", step_id, turn, DIGEST, 1, "done", None, now_ts(), now_ts())
         )
     leaves = db.execute(
         "SELECT COUNT(*) FROM dbstat WHERE name = 'step_log' AND pagetype = 'leaf'"
