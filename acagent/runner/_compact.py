@@ -18,7 +18,8 @@ model's window and once after a provider refused a request as too long (both thr
    starts at ``first_kept_seq``, :mod:`acagent.runner._context`) gives exactly that context. Only
    when the kept messages' positions are unknown (a context loaded from a checkpoint older than
    compaction, without ``message_seqs``) does the commit add a ``checkpoint`` holding the
-   compacted context, as every compaction did before.
+   compacted context, as every compaction did before. Before a call (``fit_context``), the
+   transaction also carries that call's intent (``CompactionPorts.wake``, ``runner/_stepstart.py``).
 
 A summary that is empty, or does not make the request smaller, and a summary request the
 provider refuses (or that fails ``step_max_attempts`` times) raise :class:`CompactionFailed`
@@ -70,6 +71,10 @@ class CompactionPorts:
     tools: list[Any]
     budget: Any = None
     """The process :class:`~acagent.runner._budget.Budget` (usage rows, metrics), or None."""
+    wake: Callable[[list[Any], list[Any]], Awaitable[None]] | None = None
+    """``async (events, ops)``: commits the compaction when the model is called right after it
+    (``fit_context``), so the next step's intent rides in it (``Turn.commit(wakes=True)``);
+    None: ``writer.commit``."""
 
 
 def _model_id(provider: Provider) -> str:
@@ -344,8 +349,11 @@ async def _commit(
     events.append(("context.compacted", payload))
     if not _positions_known(ports.context, messages, cut, first_kept_seq):
         events.append(_checkpoint(ports.context, messages, cut, first_kept_seq, compacted))
-    await ports.writer.commit(events, ops=ops)
-    ports.estimator.reset()
+    ports.estimator.reset()  # before the commit: an intent planned in it sizes the new context
+    if ports.wake is not None:
+        await ports.wake(events, ops)
+    else:
+        await ports.writer.commit(events, ops=ops)
     return payload
 
 

@@ -79,6 +79,7 @@ async def fit_context(turn: Any, tools: list[Any], *, force: str | None = None) 
         CompactionFailed: the request cannot be made to fit the model's window.
     """
     ports = ports_of(turn, tools)
+    ports.wake = lambda events, ops: turn.commit(events, ops, wakes=True)  # the call follows
     model = turn.model or f"{(p := await turn.provider()).name}:{p.model}"
     window = model_window(model, turn.settings.models)
     over, est, _ = needs_compaction(ports, model)

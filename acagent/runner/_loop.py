@@ -119,11 +119,7 @@ class AgenticLoop:
         settings = turn.settings
         tools = await turn.definitions()
         planned = await _planned(turn, force_compaction)
-        if planned is not None:  # its intent rode in the commit that made this context
-            digest, step_id, est_tokens = planned.digest, planned.step_id, planned.tokens
-            attempt, crashed = 1, 0
-            crash_point("after_step_inflight", settings.crash_at)
-        else:
+        if planned is None:
             try:
                 est_tokens = await fit_context(turn, tools, force=force_compaction)
             except CompactionFailed as exc:
@@ -131,6 +127,12 @@ class AgenticLoop:
                 code = "context_overflow" if force_compaction == "overflow" else exc.code
                 await turn.fail(error_type=code, message=exc.message, detail=exc.detail)
                 raise TurnEnded from exc
+            planned = await _planned(turn, None)  # a compaction's commit carries the intent too
+        if planned is not None:  # its intent rode in the commit that made this context
+            digest, step_id, est_tokens = planned.digest, planned.step_id, planned.tokens
+            attempt, crashed = 1, 0
+            crash_point("after_step_inflight", settings.crash_at)
+        else:
             digest = turn.context.digest(turn.system_prompt)
             resumed = await _resume_attempts(turn, digest)
             if resumed is None:

@@ -106,8 +106,10 @@ async def plan_step(turn: Any, events: Events) -> PlannedStep | None:
     """The intent of the LLM step that follows the commit of ``events``, or None.
 
     ``events`` are the commit's events (the context events among them make the step's context).
-    None when the model is not called right after that commit: a compaction is due first (the
-    summary call has its own intent), the call would break a cap, the turn was asked to stop.
+    None when the model may not be called right after that commit: the request is over
+    ``[context] compact_at`` (a compaction comes first, with its own intent; right after one,
+    ``fit_context`` may still refuse the call), the call would break a cap, the turn was asked to
+    stop. ``events`` may be a compaction's (``context.compacted``: ``fit_context`` wakes with it).
 
     Raises:
         whatever the provider's creation or the cap check raise (``commit_waking`` then commits
@@ -127,7 +129,7 @@ async def plan_step(turn: Any, events: Events) -> PlannedStep | None:
     for typ, payload in events:
         ahead.apply_raw(typ, clean_value(payload))  # what SessionWriter.commit will fold
     over, tokens, _ = needs_compaction(replace(ports_of(turn, tools), context=ahead), turn.model)
-    if over and settings.context.auto:
+    if over:  # a compaction comes first, or (right after one) fit_context may still refuse the call
         return None
     if turn.limits is None:
         turn.limits = await turn.budget.effective_limits(turn.journal, turn.session_id)

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.anyio
 
 
 def _settings(home: Path, mock: MockProvider) -> Any:
-    return load_settings({"home": str(home), "base_url": mock.openai_base_url, "model": "openai:mock"}, env={})
+    return load_settings(
+        {"home": str(home), "base_url": mock.openai_base_url, "model": "openai:mock"}, env={}
+    )
 
 
 def _counting_commits(journal: Any) -> list[list[str]]:
@@ -119,3 +121,30 @@ async def test_a_step_an_older_acagent_left_inflight_is_retried_under_its_old_id
     assert len(mock.requests) == 1
     assert (row.status, row.llm_calls, row.llm_retries) == ("done", 2, 1)
     assert events[-1].type == "turn.completed" and events[-1].payload["text"] == "answered"
+
+
+async def test_the_step_after_a_compaction_rides_in_the_compaction_commit(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """A compaction before an LLM call (``fit_context``) commits its summary with the intent of the
+    call it made room for: the ``step.started`` that follows each ``context.compacted`` is in its
+    transaction (it was a transaction of its own), and every turn still completes."""
+    from tests.runner.test_compaction import _settings as compaction_settings
+    from tests.runner.test_compaction import notes, responder
+
+    mock.default = responder
+    notes(workspace, 30)
+    async with SessionRegistry.open(compaction_settings(tmp_path / "home", mock)) as reg:
+        runner = await reg.get_runner((await reg.create_session(workspace, model="openai:mock")).id)
+        for i in range(30):
+            await runner.run_turn(f"please run turn {i}")
+        events = await reg.journal.events(runner.session_id, 0)
+        steps = {s.request_id: s for s in await reg.journal.steps(runner.session_id)}
+    compactions = [i for i, e in enumerate(events) if e.type == "context.compacted"]
+    assert len(compactions) >= 3
+    for i in compactions:
+        after = next(e for e in events[i + 1 :] if e.type != "session.status")
+        assert (after.type, after.ts) == ("step.started", events[i].ts)  # one transaction
+        step = steps[after.payload["request_id"]]
+        assert (step.status, step.attempt, step.turn_id) == ("done", 1, events[i - 1].payload["turn_id"])
+    assert [e.type for e in events].count("turn.completed") == 30
