@@ -75,9 +75,9 @@ def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
     from acagent._entry import started
 
-    started()  # from here a Ctrl-C is the command's (KeyboardInterrupt, signal receivers)
-    _quiet_orphaned_workers()
     try:
+        started()  # from here a Ctrl-C is the command's (KeyboardInterrupt, signal receivers)
+        _quiet_orphaned_workers()
         return anyio.run(fn)
     except (AcagentError, BaseExceptionGroup) as exc:
         err = find_acagent_error(exc)

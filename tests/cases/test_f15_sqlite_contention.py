@@ -62,15 +62,19 @@ def committed_events(db: Path) -> int:
         conn.close()
 
 
-async def lock_externally(db: Path, seconds: float) -> anyio.abc.Process:
-    """Start ``sqlite3 db`` holding ``BEGIN IMMEDIATE`` for ``seconds``; return once it holds it.
+async def lock_externally(db: Path, seconds: float, go: Path) -> anyio.abc.Process:
+    """Start ``sqlite3 db`` holding ``BEGIN IMMEDIATE`` for ``seconds`` and until ``go`` exists;
+    return once it holds it.
 
     The CLI waits (``.timeout``) for the lock if a writer of ours has it, then prints ``LOCKED``
-    through ``.shell`` (unbuffered), sleeps, and commits.
+    through ``.shell`` (unbuffered), sleeps, waits for ``go``, and commits. The test creates
+    ``go`` once it has read what it checks while the lock is held: with a plain ``sleep`` the lock
+    could end before a loaded machine got there.
     """
     proc = await anyio.open_process(["sqlite3", str(db)])
     assert proc.stdin is not None and proc.stdout is not None
-    script = f".timeout 30000\nBEGIN IMMEDIATE;\n.shell echo LOCKED\n.shell sleep {seconds}\nCOMMIT;\n"
+    wait = f"sleep {seconds}; while [ ! -e '{go}' ]; do sleep 0.01; done"
+    script = f".timeout 30000\nBEGIN IMMEDIATE;\n.shell echo LOCKED\n.shell {wait}\nCOMMIT;\n"
     await proc.stdin.send(script.encode())
     await proc.stdin.aclose()
     seen = b""
@@ -139,10 +143,12 @@ async def test_six_streaming_sessions_readers_and_an_external_lock(
             # mid-run: once every session has streamed a few hundred deltas
             while min(r.bus.last_seq for r in runners) < 300:
                 await anyio.sleep(0.05)
-            proc = await lock_externally(settings.db_path, 3)
+            go = settings.db_path.with_name("unlock")
+            proc = await lock_externally(settings.db_path, 3, go)
             lock_holder["held_from"] = committed_events(settings.db_path)
             await anyio.sleep(1.5)
             lock_holder["held_to"] = committed_events(settings.db_path)
+            go.touch()
             lock_holder["rc"] = await proc.wait()
 
         async with anyio.create_task_group() as tg:
@@ -206,13 +212,19 @@ async def test_backpressure_bounds_buffered_deltas_while_the_lock_is_held(
         await runner.step("stream fast")
         while runner.bus.last_seq < 50:
             await anyio.sleep(0.005)
-        proc = await lock_externally(settings.db_path, 2)
+        go = settings.db_path.with_name("unlock")
+        proc = await lock_externally(settings.db_path, 2, go)
         held_from = committed_events(settings.db_path)
-        with anyio.move_on_after(1.2):
+        with anyio.fail_after(60):  # the producer fills the buffer (however loaded the machine)...
+            while peak <= 150:
+                peak = max(peak, runner.writer.buffered)
+                await anyio.sleep(0.005)
+        with anyio.move_on_after(0.5):  # ... and then waits at its bound instead of buffering on
             while True:
                 peak = max(peak, runner.writer.buffered)
                 await anyio.sleep(0.005)
         held_to = committed_events(settings.db_path)
+        go.touch()
         assert await proc.wait() == 0
         with anyio.fail_after(60):
             await runner.wait()

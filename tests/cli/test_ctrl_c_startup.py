@@ -1,8 +1,9 @@
 """Ctrl-C during start-up is a quiet exit 130 on every command, never a traceback (F94).
 
 A real ``acagent`` process gets SIGINT at a sweep of moments after its first line of acagent
-code runs (the child imports the entry module, writes a marker, then calls
-:func:`acagent._entry.main` as the console script does): while typer, rich and the command
+code runs (the child imports the entry module and calls :func:`acagent._entry.main` as the
+console script does; a marker is written once ``main`` has installed its SIGINT handler, its
+first statement that matters here): while typer, rich and the command
 modules import, while the command's own imports run, while it opens the journal, and on into
 the command proper. Before: a ``KeyboardInterrupt`` traceback from inside an import, exit 1, or
 an "Event loop is closed" traceback from a journal thread. Now every moment ends with no
@@ -31,7 +32,23 @@ from tests.mockprovider import MockProvider, Script, openai_text, split_every
 from tests.server.conftest import Daemon, daemon_env
 
 REPO = Path(__file__).resolve().parents[2]
-CHILD = "import os, acagent._entry as entry; os.write(2, b'R'); entry.main()"
+CHILD = """
+import os, _signal, acagent._entry as entry
+
+streams = entry._standard_streams  # what main() calls right after it installs its SIGINT handler
+
+def marked():
+    os.write(2, b"R" if _signal.getsignal(_signal.SIGINT) is entry._quiet_exit else b"?")
+    streams()
+
+entry._standard_streams = marked
+entry.main()
+"""
+# The marker used to be written before main(): on a loaded machine the child could be preempted
+# right after it for the whole delay, so the SIGINT came before main's handler: a KeyboardInterrupt
+# traceback from Python's own handler (or, with SIGINT ignored by the shell that started pytest,
+# a lost signal: [serve] and [attach] then ran on, "listening" / "attached to", until the 20 s
+# deadline). Measured: 14 of 60 sweeps at 0.01 s on a loaded 2-core box.
 DELAYS = [0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.45, 0.7, 1.0, 1.5]
 
 
@@ -73,7 +90,7 @@ def _sweep(
             )  # fmt: skip
         shown = b""
         try:
-            assert proc.stderr is not None and proc.stderr.read(1) == b"R"
+            assert proc.stderr is not None and proc.stderr.read(1) == b"R"  # "?": main() changed
             time.sleep(delay)
             proc.send_signal(signal.SIGINT)
             deadline = time.monotonic() + 20
@@ -193,3 +210,39 @@ def test_a_journal_call_that_outlives_its_closed_loop_ends_without_a_traceback()
     assert p.returncode == 0, p.stderr
     assert "Event loop is closed" not in p.stderr, p.stderr
     assert "ZeroDivisionError" in p.stderr, p.stderr
+
+
+_RIGHT_AFTER_STARTED = """
+import os, _signal, typer, acagent._entry as entry
+from acagent.cli._common import run_async
+
+_signal.signal(_signal.SIGINT, entry._quiet_exit)  # as main() leaves it during start-up
+handed_back = entry.started
+
+def started():
+    handed_back()
+    os.kill(os.getpid(), _signal.SIGINT)  # the Ctrl-C lands on the very next line
+
+entry.started = started
+
+async def main():
+    return 0
+
+try:
+    run_async(main)
+except typer.Exit as exc:  # what typer does with it under the `acagent` command
+    raise SystemExit(exc.exit_code) from None
+"""
+
+
+def test_ctrl_c_right_after_start_up_hands_sigint_back_is_still_one_line() -> None:
+    """The sweep above, at the one moment it could only hit by luck: between ``started()`` (a
+    SIGINT is a ``KeyboardInterrupt`` again) and the ``anyio.run`` that handles it. Before, that
+    ``KeyboardInterrupt`` left ``run_async`` outside its handler: a traceback (under typer, an
+    exit 130 with no message at all)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run(
+        [sys.executable, "-c", _RIGHT_AFTER_STARTED], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 130 and "interrupted" in p.stderr, (p.returncode, p.stderr)

@@ -206,6 +206,7 @@ class Daemon:
     stdout_lines: list[str] = field(default_factory=list)
     stderr_lines: list[str] = field(default_factory=list)
     _http: httpx.Client | None = None
+    _drains: list[threading.Thread] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -233,8 +234,12 @@ class Daemon:
         )
         _REGISTRY.mkdir(exist_ok=True)
         (_REGISTRY / str(self.proc.pid)).write_text(str(os.getpid()))
-        for stream, sink in ((self.proc.stdout, self.stdout_lines), (self.proc.stderr, self.stderr_lines)):
-            threading.Thread(target=_drain, args=(stream, sink), daemon=True).start()
+        self._drains = [
+            threading.Thread(target=_drain, args=(stream, sink), daemon=True)
+            for stream, sink in ((self.proc.stdout, self.stdout_lines), (self.proc.stderr, self.stderr_lines))
+        ]
+        for t in self._drains:
+            t.start()
 
         def ready() -> dict[str, Any] | None:
             assert self.proc is not None
@@ -267,6 +272,7 @@ class Daemon:
         self.proc.wait(10)
         (_REGISTRY / str(self.proc.pid)).unlink(missing_ok=True)
         self._close_http()
+        self._read_to_the_end()
 
     def terminate(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; returns the exit status."""
@@ -280,7 +286,18 @@ class Daemon:
                 self.proc.wait(10)
         (_REGISTRY / str(self.proc.pid)).unlink(missing_ok=True)
         self._close_http()
+        self._read_to_the_end()
         return self.proc.returncode
+
+    def _read_to_the_end(self) -> None:
+        """Wait until the drain threads have read the exited daemon's stdout and stderr to the end.
+
+        The process is gone, but its last lines may still be in the pipes: a test that reads
+        ``stderr_lines`` right after :meth:`terminate` saw whatever the threads had got so far.
+        A descendant that kept a pipe open (a tool's process) only bounds the wait.
+        """
+        for t in self._drains:
+            t.join(10)
 
     def _close_http(self) -> None:
         if self._http is not None:
@@ -340,6 +357,18 @@ class Daemon:
 def _drain(stream: Any, sink: list[str]) -> None:
     for line in stream:
         sink.append(line)
+
+
+def lines_of(stream: Any) -> tuple[list[str], threading.Thread]:
+    """Read a child's text pipe line by line on a thread: ``(lines so far, the thread)``.
+
+    For waiting on what a process printed (``wait_for(lambda: ... in "".join(lines))``) instead of
+    sleeping and hoping it got there; join the thread once the process has ended to have it all.
+    """
+    sink: list[str] = []
+    t = threading.Thread(target=_drain, args=(stream, sink), daemon=True)
+    t.start()
+    return sink, t
 
 
 def daemon_env(home: Path, mock: MockProvider, **extra: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from acagent.client._discovery import daemon_info
 from acagent.client._remote import error_from_envelope
 from acagent.errors import ApprovalNotFound, ConcurrencyCap, SessionBusy, SessionNotFound
 from tests.mockprovider import MockProvider
-from tests.server.conftest import ACAGENT, daemon_env, wait_for
+from tests.server.conftest import ACAGENT, daemon_env, lines_of, wait_for
 
 
 def _shape(lines: str) -> list[tuple[int, str, list[str]]]:
@@ -97,6 +96,8 @@ def test_attach_interactive_sends_and_renders(start_daemon: Any, workspace: Path
         stderr=subprocess.PIPE,
         text=True,
     )
+    out, t_out = lines_of(proc.stdout)
+    err, t_err = lines_of(proc.stderr)
     try:
         wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 1, 15, what="attached")
         assert proc.stdin is not None
@@ -104,13 +105,16 @@ def test_attach_interactive_sends_and_renders(start_daemon: Any, workspace: Path
         proc.stdin.flush()
         d.wait_status(sid, ("done",))
         wait_for(lambda: any(e["type"] == "turn.completed" for e in d.events(sid)), 10)
-        time.sleep(0.5)
-        out, err = proc.communicate(timeout=15)  # closes stdin: EOF detaches
+        # The reply is drawn (the echoed message is "say hello from attach"): then EOF detaches. A
+        # fixed half second before the EOF lost the reply on a loaded machine.
+        wait_for(lambda: any(line.strip() == "hello from attach" for line in out), 30, what="the reply")
+        proc.stdin.close()
+        assert proc.wait(15) == 0, "".join(err)
+        t_out.join(10)
+        t_err.join(10)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
-    assert "hello from attach" in out
     assert [e["payload"]["text"] for e in d.events(sid) if e["type"] == "user.message"] == [
         "say hello from attach"
     ]
@@ -135,8 +139,8 @@ def test_attach_answers_approval_from_terminal(start_daemon: Any, workspace: Pat
     d.wait_status(sid, ("waiting_user",))
     proc = _attach_process(d, sid)
     try:
+        # attached: its history (with the request) was read first, so the "y" answers the request
         wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 1, 15, what="attached")
-        time.sleep(0.3)
         assert proc.stdin is not None
         proc.stdin.write("y\n")
         proc.stdin.flush()
@@ -159,8 +163,8 @@ def test_attach_answers_parallel_approvals_oldest_first_f127(start_daemon: Any, 
     wait_for(lambda: len(d.session(sid)["pending_approvals"]) == 3, 15, what="three approvals")
     proc = _attach_process(d, sid)
     try:
+        # attached: its history (with the three requests) was read first
         wait_for(lambda: d.stats()["sessions"].get(sid, {}).get("attachers") == 1, 15, what="attached")
-        time.sleep(0.5)  # the history (with the three requests) is drawn
         assert proc.stdin is not None
         proc.stdin.write("y\nn\ny\n")
         proc.stdin.flush()

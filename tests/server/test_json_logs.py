@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 
@@ -13,8 +12,7 @@ def test_json_log_lines_carry_no_token(start_daemon, workspace: Path) -> None:
     assert d.send(sid, "say hi").status_code == 202
     d.wait_status(sid, ("done",), timeout=30)
     d.http.get("/v1/sessions/ses_nope")  # a 404 path
-    d.terminate(15)
-    time.sleep(0.2)
+    d.terminate(15)  # returns once the daemon's stderr is read to its end
     lines = [line for line in d.stderr_lines if line.strip()]
     assert lines, "the daemon logged nothing"
     for line in lines:
