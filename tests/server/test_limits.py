@@ -283,8 +283,12 @@ def test_connections_per_client_cap(start_daemon: Any) -> None:
         with socket.create_connection(("127.0.0.1", d.port)) as extra:
             out, _ = _recv_until_closed(extra, 10)
         assert status(out) == 429 and _body(out)["error"]["code"] == "too_many_connections", out
-        held.pop().close()
-        time.sleep(0.3)
+        closed = held.pop()
+        port = closed.getsockname()[1]
+        closed.close()
+        # The daemon has closed its end (our socket is in TIME_WAIT), so the place is free; a
+        # fixed 0.3 s was not always enough for a loaded daemon to see the close.
+        wait_for(lambda: _time_wait(port), 30, what="the daemon to close its end")
         with socket.create_connection(("127.0.0.1", d.port)) as again:
             again.sendall(
                 b"GET /v1/debug/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
@@ -296,6 +300,15 @@ def test_connections_per_client_cap(start_daemon: Any) -> None:
     finally:
         for s in held:
             s.close()
+
+
+def _time_wait(local_port: int) -> bool:
+    """True when our TCP socket on ``local_port`` (closed by us) is in TIME_WAIT, or gone: the
+    peer has closed its end too (``/proc/net/tcp``: state 06; IPv4 loopback)."""
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    states = [row[3] for row in rows if int(row[1].rsplit(":", 1)[1], 16) == local_port]
+    return all(state == "06" for state in states)
 
 
 # ------------------------------------------------------------------------------ many idle attachers
