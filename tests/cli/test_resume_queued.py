@@ -33,6 +33,16 @@ def _status(db: Path) -> str | None:
     return row[0] if row else None
 
 
+def _tool_pid(db: Path) -> int | None:
+    """The process group recorded for the session's running shell call, if any yet."""
+    try:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT pid FROM tool_call WHERE status = 'running'").fetchone()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None
+
+
 def _interrupted_session(cli: Any, mock: MockProvider, workspace: Path) -> str:
     """A session whose turn was SIGKILLed while its shell call ran (status ``waiting_tool``)."""
     mock.script(openai_tool_calls([("c1", "shell", {"command": "sleep 30"})]))
@@ -40,9 +50,10 @@ def _interrupted_session(cli: Any, mock: MockProvider, workspace: Path) -> str:
     proc = cli.popen("run", "--yes", *model, "sleep a while", cwd=workspace)
     db = cli.home / "acagent.db"
     deadline = time.monotonic() + 30
-    while _status(db) != "waiting_tool" and proc.poll() is None and time.monotonic() < deadline:
+    # the tool is started: its process group is recorded (a fixed 0.3 s after `waiting_tool` was
+    # not always enough on a loaded machine)
+    while not _tool_pid(db) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.3)  # the tool is started (its process group recorded)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert _status(db) == "waiting_tool"

@@ -122,7 +122,9 @@ def test_sessions_list_rename_rm(cli: Any, mock: MockProvider, workspace: Path) 
 
 def test_refused_connection_fails_at_once_and_writes_nothing(cli: Any, workspace: Path) -> None:
     """No retries with backoff against a port nothing listens on: one line with the URL and what
-    to check, before any session is written (default timing, no shortened retry delays)."""
+    to check, before any session is written. Retry delays are made long (at least 30 s each, with
+    the jitter), not short, so that a retry cannot hide in a slow start-up: "under 8 s" of wall
+    time with the default delays failed on a loaded machine as easily as a retry would."""
     import socket
     import time
 
@@ -130,13 +132,15 @@ def test_refused_connection_fails_at_once_and_writes_nothing(cli: Any, workspace
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
+    cli.home.mkdir(parents=True, exist_ok=True)
+    (cli.home / "config.toml").write_text("[timing]\nretry_base_delay_s = 60\nretry_max_delay_s = 60\n")
     started = time.monotonic()
     r = _run(cli, "run", "--model", "openai:m", "--base-url", url, "hi", cwd=workspace)
     elapsed = time.monotonic() - started
     assert r.returncode == 1
     assert url in r.stderr and "connection refused" in r.stderr and "is the server running" in r.stderr
     assert r.stderr.strip().count("\n") == 0
-    assert elapsed < 8, elapsed  # start-up included; the retry path took 10-17 s
+    assert elapsed < 25, elapsed  # start-up included; one retry alone would take 30 s or more
     assert json.loads(_run(cli, "sessions", "list", "--json", cwd=workspace).stdout) == []
 
 

@@ -105,11 +105,6 @@ def _last_line(screen: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def _last_line(screen: str) -> str:
-    lines = [line for line in screen.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
-
-
 def tmux_env(home: Path) -> dict[str, str]:
     """The environment of a test terminal: this venv first on PATH, no provider or acagent vars."""
     bin_dir = str(Path(sys.executable).parent)

@@ -434,9 +434,14 @@ def req(
 
 
 def raw(port: int, request: bytes, timeout: float = 3.0) -> bytes:
-    """Send the bytes as given; return the answer (up to the header end for a 101)."""
+    """Send the bytes as given; return the answer (up to the header end for a 101).
+
+    An answer that never ends (an event stream) is cut after ``timeout`` seconds of silence; the
+    first bytes are waited for up to 30 s (a loaded daemon can take longer than ``timeout`` to
+    answer at all, and an empty answer is not what the tests mean to check).
+    """
     out = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=max(timeout, 30.0)) as s:
         s.sendall(request)
         while True:
             try:
@@ -446,6 +451,7 @@ def raw(port: int, request: bytes, timeout: float = 3.0) -> bytes:
             if not chunk:
                 break
             out += chunk
+            s.settimeout(timeout)
             if out.startswith(b"HTTP/1.1 101") and b"\r\n\r\n" in out:
                 break
             if _complete(out):
