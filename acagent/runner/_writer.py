@@ -82,7 +82,9 @@ class SessionWriter:
         self.context = context
         self.lease: Lease | None = None
         self._pending: list[tuple[str, dict[str, Any]]] = []
-        self._lock = anyio.Lock()
+        # fast_acquire: an uncontended commit does not yield to the event loop first (one loop
+        # iteration per commit, ~6 a turn: benchmarks figure 1); a cancel still raises at the acquire
+        self._lock = anyio.Lock(fast_acquire=True)
         self._wake = anyio.Event()
         self._max_buffered = max_buffered
         self.frame_s = frame_s

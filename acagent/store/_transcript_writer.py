@@ -57,6 +57,8 @@ class TranscriptWriter:
         self.last_seq = 0
         """Seq of the last record in the file, as this writer last saw it."""
         self._size = -1  # unknown: the first write re-reads the file's tail
+        self._locked_size = -1
+        """The file's size as :meth:`_locked` found it, while the lock is held (else -1)."""
         self._needs_newline = False
 
     def _open(self) -> int:
@@ -73,6 +75,7 @@ class TranscriptWriter:
                 current = None
             mine = os.fstat(self._fd)
             if current is not None and (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev):
+                self._locked_size = mine.st_size  # for _sync: no second fstat under the same lock
                 break
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
@@ -81,12 +84,15 @@ class TranscriptWriter:
         try:
             yield
         finally:
+            self._locked_size = -1
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _sync(self) -> None:
         """Under the lock: if the file changed since this writer last wrote it, re-read the seq of
         its last record and whether it ends with a newline."""
-        size = os.fstat(self._fd).st_size
+        size = self._locked_size  # the file's size when the lock was taken (nothing writes it since)
+        if size < 0:
+            size = os.fstat(self._fd).st_size
         if size != self._size:
             self.last_seq, ends_nl = _tail_state(self._fd, size)
             self._needs_newline = not ends_nl

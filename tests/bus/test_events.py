@@ -37,3 +37,35 @@ def test_a_trusted_envelope_keeps_its_payload_object() -> None:
     payload = {"text": "x"}
     assert Event.trusted(1, "t", "s", "user.message", payload).payload is payload
     assert Event(seq=1, ts="t", session_id="s", type="user.message", payload=payload).payload is not payload
+
+
+_SAMPLES = [
+    ("tool.started", {"turn_id": "turn_a", "tool_call_id": "c1", "name": "shell", "pid": None}),
+    ("session.status", {"turn_id": "turn_a", "status": "running", "previous": "done"}),
+    ("assistant.message", {"turn_id": "t", "text": "hi", "message": {"role": "assistant", "parts": []}}),
+    ("approval.requested", {"turn_id": "t", "tool_call_id": "c", "name": "shell", "arguments": {"c": [1]}}),
+    ("tool.result", {"tool_call_id": "c", "name": "n", "status": "ok", "content": "x", "is_error": False}),
+    ("user.message", {"turn_id": "t", "text": "a", "extra_field": {"kept": True}}),  # extra fields are kept
+]
+
+
+@pytest.mark.parametrize(("event_type", "fields"), _SAMPLES)
+def test_make_payload_is_model_validate_then_model_dump(event_type: str, fields: dict[str, object]) -> None:
+    """make_payload calls the model's validator and serializer itself: the same payload as the
+    public model_validate + model_dump(mode="json", exclude_none=True), defaults and extras included."""
+    from acagent.events import EVENT_TYPES, make_payload
+
+    expected = EVENT_TYPES[event_type].model_validate(fields).model_dump(mode="json", exclude_none=True)
+    expected.pop("type", None)
+    assert make_payload(event_type, **fields) == expected
+
+
+def test_make_payload_still_refuses_what_does_not_fit() -> None:
+    from acagent.events import make_payload
+
+    with pytest.raises(pydantic.ValidationError):
+        make_payload("tool.result", tool_call_id="c", name="n", status="maybe", content="x", is_error=False)
+    with pytest.raises(pydantic.ValidationError):
+        make_payload("user.message", turn_id="t")  # no text
+    failed = make_payload("turn.failed", turn_id="t", error_type="provider_error", message="m")
+    assert failed["type"] == "provider_error" and "error_type" not in failed

@@ -51,3 +51,26 @@ def test_append_next_sees_another_writers_records(tmp_path: Path) -> None:
     a.close()
     b.close()
     assert [e.seq for e in read_transcript(tmp_path / "t.jsonl").events] == [1, 2, 3]
+
+
+def test_append_next_checks_the_file_once_per_batch_and_still_sees_other_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size the lock's check read (one fstat) is the one the tail check uses: no second fstat
+    under the same lock, and a record another writer appended in between is still seen."""
+    import os
+
+    a = TranscriptWriter(tmp_path / "t.jsonl")
+    b = TranscriptWriter(tmp_path / "t.jsonl")
+    assert a.append_next([_ev(1)])
+    fstats: list[int] = []
+    real = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: (fstats.append(fd), real(fd))[1])
+    assert a.append_next([_ev(2)])
+    assert len(fstats) == 1
+    assert b.append_next([_ev(3)])  # b: a's records seen
+    assert a.append_next([_ev(3), _ev(4)])  # a: b's record 3 seen (the size moved), not written twice
+    monkeypatch.undo()
+    a.close()
+    b.close()
+    assert [e.seq for e in read_transcript(tmp_path / "t.jsonl").events] == [1, 2, 3, 4]
