@@ -88,19 +88,19 @@ about 20 page writes per turn against ~59.
   every 1,000 pages).
 - *The transaction* (`acagent/store/_sqlite_commit.py`): BEGIN IMMEDIATE, one `UPDATE session` whose WHERE checks
   the fencing token and the `(num, last_seq)` this journal wrote last (a compare-and-set under the write lock; a
-  miss — another writer, a stale token, no session — takes the general path that reads the row), the INSERT, the
-  `session_text` upsert of `last_message` when the commit carries a message (m013), and COMMIT. `UPDATE …
-  RETURNING` was tried and cost as much as the SELECT it replaced (~5 µs in SQLite 3.40).
-- *Python*: ~12 µs per single-event commit, of which payload compression ~4.5 µs (a copy of one primed
-  small-window compressor for payloads ≤ 1 KiB, `store/_payload.py`; the message text is compressed a second time
-  for `session_text`), the `Event` model ~1.5 µs, `now_ts` ~0.7 µs (formats the second once).
+  miss — another writer, a stale token, no session — takes the general path that reads the row; the same UPDATE
+  names the message's seq as the session's last message, m014, instead of upserting a compressed copy of its text
+  into `session_text` as m013 did), the INSERT, and COMMIT. `UPDATE … RETURNING` was tried and cost as much as the
+  SELECT it replaced (~5 µs in SQLite 3.40).
+- *Python*: ~10 µs per single-event commit, of which payload compression ~4.5 µs (a copy of one primed
+  small-window compressor for payloads ≤ 1 KiB, `store/_payload.py`), the `Event` envelope ~1 µs (`Event.trusted`:
+  the store's own values, not validated again), `now_ts` ~0.7 µs (formats the second once).
 
-What is left against the raw commit, which writes one row into one 4 KiB page: two more statements (the session
-row, `session_text`; ~5 µs each) and their pages in the WAL at COMMIT, and the Python above: per statement timings
-in a loop of this commit were BEGIN 5, UPDATE 6.6, INSERT 4.9, upsert 4.4, COMMIT 8.6 µs. The ratio moves with
-the machine's load (the code before m013 measured 2.8× in a quiet standalone loop); read the p95 and min columns
-with it. Next: `last_message` written once per turn (its final value) instead of per message commit, and the
-`Event` envelopes built without validation (the store made them from validated payloads).
+What is left against the raw commit, which writes one row into one 4 KiB page: one more statement (the session
+row, ~3 µs) and its page in the WAL at COMMIT, and the Python above: per statement timings in a quiet loop of this
+commit were BEGIN 2.5, UPDATE 3.2, INSERT 2.5, COMMIT 5.5 µs (the m013 upsert was 2.1 µs more, plus its
+compression). The ratio moves with the machine's load (m014 measured 2.6–2.9× in interleaved quick runs at load
+7–11, m013 3.6–3.8× in the same runs); read the p95 and min columns with it.
 """,
     "bus vs raw stream": """
 **Finding (figure 4).** See the profile: `RunnerEventBus.publish()` (`acagent/bus/_bus.py`) copies the subscriber
