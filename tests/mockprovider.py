@@ -634,7 +634,9 @@ def _write_response(
             chunks = script.chunks
         else:
             body = script.body if isinstance(script.body, bytes) else json.dumps(script.body).encode()
-            head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+            scripted_type = any(k.lower() == "content-type" for k in script.headers)
+            head += [] if scripted_type else ["Content-Type: application/json"]  # an HTML page's own
+            head += [f"Content-Length: {len(body)}"]
             chunks = [body]
         head += [f"{k}: {v}" for k, v in script.headers.items()]
         head += ["request-id: req_mock", "Connection: close", "", ""]

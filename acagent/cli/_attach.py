@@ -43,9 +43,12 @@ def attach_command(
 ) -> None:
     """Attach to a session served by `acagent serve`: history since N, then live."""
     settings = build_settings()
-    from acagent.client._discovery import daemon_info
+    from acagent.client._discovery import DaemonUnavailable, answering_daemon
 
-    info = daemon_info(settings.home)
+    try:
+        info = answering_daemon(settings.home)
+    except DaemonUnavailable as exc:  # alive but stopped or hung
+        fail(exc.message)
     if info is None:
         fail(f"no daemon serves {str(settings.home)!r}; start one with `acagent serve`")
     code = run_async(lambda: _attach(settings, info, session_id, since, json_out))

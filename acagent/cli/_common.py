@@ -322,14 +322,20 @@ async def open_client(
 def _daemon_client_factory(settings: Settings) -> Any:
     """The daemon's ``open_remote`` if a live daemon serves ``settings.home``, else None.
 
+    Raises:
+        DaemonUnavailable: a registered daemon is alive but stopped or not answering.
+
     Without ``daemon.json`` no daemon can be serving: the daemon client (httpx, websockets) is
     not imported at all then, so a one-shot ``run`` loads only what it uses.
     """
     if not (settings.home / "daemon.json").exists():
         return None
-    from acagent.client._discovery import daemon_info
+    from acagent.client._discovery import answering_daemon
 
-    info = daemon_info(settings.home)  # the pid must be alive: a stale daemon.json imports nothing more
+    # The pid must be alive (a stale daemon.json imports nothing more) and answer: a stopped or
+    # hung daemon raises DaemonUnavailable, never "no daemon" (that would write the journal
+    # beside the daemon that holds its sessions, F137).
+    info = answering_daemon(settings.home)
     if info is None:
         return None
     from acagent.client._remote import open_remote

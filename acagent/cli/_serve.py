@@ -219,6 +219,9 @@ def _stop(settings: Any) -> int:
         return 1
     try:
         os.kill(info.pid, signal.SIGTERM)
+        # A stopped daemon (SIGSTOP, Ctrl-Z) acts on SIGTERM only once continued, as a shell's
+        # `kill` does for a stopped job; a running one ignores SIGCONT (F137).
+        os.kill(info.pid, signal.SIGCONT)
     except ProcessLookupError:
         return 0
     deadline = time.monotonic() + 60
@@ -247,6 +250,8 @@ def status_command(
         d = result["daemon"]
         if d is None:
             sys.stdout.write(f"daemon: down (ACAGENT_HOME {settings.home})\n")
+        elif not d["answering"]:
+            sys.stdout.write(f"daemon: not answering, pid {d['pid']}, {d['url']}: {d['message']}\n")
         else:
             sys.stdout.write(
                 f"daemon: up, pid {d['pid']}, {d['url']} ({d.get('runners', 0)} runners in memory)\n"
@@ -256,35 +261,43 @@ def status_command(
         for s in running:
             title = (s.get("title") or "")[:50]
             sys.stdout.write(f"  {s['id']}  {s['status']:<12} {s['cwd']}  {title}\n")
-    raise typer.Exit(0 if result["daemon"] is not None else 3)
+    d = result["daemon"]
+    raise typer.Exit(3 if d is None else 0 if d["answering"] else 4)
 
 
 async def _status(settings: Any) -> dict[str, Any]:
-    from acagent.client._discovery import daemon_info
+    from acagent.client._discovery import DaemonUnavailable, answering_daemon
     from acagent.client._remote import RemoteSessionClient
     from acagent.store import ACTIVE
 
-    info = daemon_info(settings.home)
+    daemon: dict[str, Any] | None = None
+    try:
+        info = answering_daemon(settings.home)
+    except DaemonUnavailable as exc:  # alive but stopped or hung
+        # Registered and alive, not down: it holds the home (F137). The running sessions below
+        # are read from the journal (a read beside it is safe; nothing is written).
+        daemon = {**exc.detail, "answering": False, "message": exc.message}
+        info = None
     if info is not None:
         client = RemoteSessionClient(settings.home, info, "")
         try:
             stats = await client.request("GET", "/v1/debug/stats")
             rows = await client.request("GET", "/v1/sessions")
-        except Exception as exc:
-            sys.stderr.write(f"acagent: warning: daemon pid {info.pid} does not answer: {exc}\n")
-            info = None
+            daemon = {"pid": info.pid, "url": info.url, "answering": True, "runners": stats.get("runners", 0)}
+            running = [r for r in rows if r["status"] in ACTIVE or r.get("busy")]
+            return {"daemon": {**daemon, "stats": stats}, "running": running}
+        except DaemonUnavailable as exc:  # it stopped answering between the probe and now
+            message = f"daemon pid {info.pid} does not answer: {exc.message}"
+            daemon = {"pid": info.pid, "url": info.url, "answering": False, "message": message}
         finally:
             await client.aclose()
-        if info is not None:
-            daemon = {"pid": info.pid, "url": info.url, "runners": stats.get("runners", 0), "stats": stats}
-            return {"daemon": daemon, "running": [r for r in rows if r["status"] in ACTIVE or r.get("busy")]}
     from acagent.store._select import open_journal
 
     if not settings.journal and not settings.db_path.exists():
-        return {"daemon": None, "running": []}
+        return {"daemon": daemon, "running": []}
     journal = await open_journal(settings)
     try:
         rows = [r.to_public() for r in await journal.list_sessions() if r.status in ACTIVE]
     finally:
         await journal.aclose()
-    return {"daemon": None, "running": rows}
+    return {"daemon": daemon, "running": rows}

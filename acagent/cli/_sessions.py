@@ -306,19 +306,37 @@ def import_command(
     file: Annotated[
         Path, typer.Argument(help="A JSONL transcript (from `acagent export` or the sessions dir).")
     ],
+    cwd: Annotated[
+        str | None,
+        typer.Option(
+            "--cwd",
+            metavar="DIR",
+            help="The session's working directory (default: the recorded one if it exists here, else this one).",
+        ),
+    ] = None,
 ) -> None:
     """Import a transcript as a session (damaged lines are reported and skipped)."""
     settings = build_settings()
+    from acagent.errors import UserError
     from acagent.store._import import import_transcript
+    from acagent.store._workspace import explicit_workspace
 
+    try:  # where its tools will run (store/_workspace.py, F139)
+        workspace = None if cwd is None else explicit_workspace(cwd)
+    except UserError as exc:
+        fail(exc.message, 2)
     with _import_progress(file) as progress:
 
         async def go(journal: Any) -> Any:
-            return await import_transcript(journal, file, settings.sessions_dir, progress)
+            return await import_transcript(
+                journal, file, settings.sessions_dir, progress, workspace=workspace
+            )
 
         result = run_async(lambda: _with_journal(settings, go))
     if result.warning:
         sys.stderr.write(f"acagent: warning: {result.warning}\n")
+    if result.cwd_note:
+        sys.stderr.write(f"acagent: warning: {result.cwd_note}\n")
     sys.stdout.write(f"imported session {result.session_id} ({result.events} events)\n")
 
 

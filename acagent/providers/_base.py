@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 from acagent._value import Frozen, Record, init_fields
 from acagent.errors import ContextOverflow, ProviderError, ProviderHTTPError
 from acagent.messages import Message, Part, check_history
+from acagent.providers._error_text import error_text
 
 __all__ = [
     "ModelRequest",
@@ -338,7 +339,8 @@ def http_status_error(
         retried); else a :class:`ProviderHTTPError`, retryable for 408/409/429/5xx/529 and
         overloaded errors, never for 401/403.
     """
-    detail = one_line(api_message or str(body))[:500]
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    detail = error_text(api_message, page=False) if api_message else error_text(body, content_type)
     etype = error_type or f"http_{status_code}"
     if is_context_overflow(status_code, error_type=error_type, error_code=error_code, message=api_message):
         return ContextOverflow(
@@ -378,7 +380,8 @@ def stream_error(
     """
     etype = error_type or "stream_error"
     return ProviderHTTPError(
-        f"{provider!r} stream failed mid-way ({etype}): {one_line(api_message or str(body))[:500]}",
+        f"{provider!r} stream failed mid-way ({etype}): "
+        + (error_text(api_message, page=False) if api_message else error_text(body)),
         status_code=None,
         body=body,
         retryable=etype in RETRYABLE_ERROR_TYPES or "overloaded" in etype,

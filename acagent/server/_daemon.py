@@ -278,7 +278,7 @@ def _claim_home(home: Path) -> int:
     import fcntl
 
     from acagent._private import private_dir, private_file
-    from acagent.client._discovery import daemon_info
+    from acagent.client._discovery import daemon_info, is_stopped
 
     fd = os.open(private_file(private_dir(home) / "daemon.lock"), os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -291,6 +291,8 @@ def _claim_home(home: Path) -> int:
         return fd
     os.close(fd)
     where = f"pid {running.pid}, {running.url}" if running is not None else "it is starting"
+    if running is not None and is_stopped(running.pid):  # frozen, yet it holds the home (F137)
+        where += f"; it is stopped: `kill -CONT {running.pid}` resumes it"
     raise DaemonRunning(
         f"a daemon already serves {str(home)!r} ({where}); stop it with `acagent serve --stop`",
         detail={"pid": running.pid, "url": running.url} if running is not None else {},

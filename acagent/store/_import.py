@@ -18,6 +18,10 @@ then turns the records into a session whose model context a strict provider acce
 - a warning ``error`` event (code ``transcript_damaged``) and the session's ``warnings`` field
   name the file, the damaged lines, their byte offsets and how many lines were skipped.
 
+The session's working directory — where its tools run — is chosen on this machine
+(``store/_workspace.py`` :func:`choose_workspace`, F139); the imported ``session.created``
+records the chosen ``cwd`` and, when it differs, the transcript's own as ``recorded_cwd``.
+
 A clean copy of the transcript is written under the sessions directory; the bytes of torn or
 unparseable lines go to a ``.corrupt`` sidecar beside it. The imported session's model context is
 rebuilt from its latest snapshot like any other session's: the last ``checkpoint`` plus the tail,
@@ -50,8 +54,15 @@ from acagent.store._transcript import (
     transcript_path,
 )
 from acagent.store._transcript_writer import TranscriptWriter
+from acagent.store._workspace import with_workspace
 
-__all__ = ["ImportPlan", "ImportProgress", "ImportResult", "import_transcript", "plan_import"]
+__all__ = [
+    "ImportPlan",
+    "ImportProgress",
+    "ImportResult",
+    "import_transcript",
+    "plan_import",
+]
 
 ImportProgress = Callable[[Literal["read", "journal"], int, int], None]
 """``progress(phase, done, total)`` of :func:`import_transcript`: ``read`` counts bytes of the
@@ -71,6 +82,10 @@ class ImportResult:
     events: int
     warning: str | None
     path: Path
+    cwd: str = ""
+    """The session's working directory (:func:`choose_workspace`)."""
+    cwd_note: str | None = None
+    """One line when the recorded working directory was not kept without being asked to."""
 
 
 @dataclass
@@ -333,11 +348,21 @@ def _read_and_plan(file: Path, progress: ImportProgress | None) -> tuple[Transcr
 
 
 async def import_transcript(
-    journal: Journal, file: Path, sessions_dir: Path, progress: ImportProgress | None = None
+    journal: Journal,
+    file: Path,
+    sessions_dir: Path,
+    progress: ImportProgress | None = None,
+    *,
+    workspace: str | None = None,
+    here: str | None = None,
 ) -> ImportResult:
     """Import ``file`` as a session (see module docstring); ``progress`` follows the long parts.
 
+    ``workspace`` (``--cwd``) and ``here`` (default: the current directory) choose the session's
+    working directory (``store/_workspace.py`` ``choose_workspace``); both absolute and canonical.
+
     Raises:
+        UserError: the recorded working directory cannot be kept and there is no current one.
         TranscriptError: the file is unreadable, not a regular file, too big for the memory there
             is, or holds no recoverable session.
     """
@@ -349,6 +374,7 @@ async def import_transcript(
         plan = plan_import(read, file, session_id=new_session_id())  # the id is taken: a new one
     except SessionNotFound:
         pass
+    plan.cwd, cwd_note = with_workspace(plan.events, workspace, here or _here())
     rows = plan.events
     warnings = (
         [{"code": "transcript_damaged", "message": plan.warning, "file": str(file), "damaged": plan.damaged}]
@@ -384,7 +410,15 @@ async def import_transcript(
         raise
     if read.damaged:
         private_file(dest.with_suffix(".jsonl.corrupt")).write_bytes(b"\n".join(read.damaged) + b"\n")
-    return ImportResult(session_id=plan.session_id, events=len(rows), warning=plan.warning, path=dest)
+    return ImportResult(plan.session_id, len(rows), plan.warning, dest, plan.cwd, cwd_note)
+
+
+def _here() -> str | None:
+    """The current directory, canonical; None when it was removed."""
+    try:
+        return os.path.realpath(os.getcwd())
+    except FileNotFoundError:
+        return None
 
 
 def _counted(rows: list[Event], progress: ImportProgress) -> Iterator[Event]:

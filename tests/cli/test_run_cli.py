@@ -200,7 +200,8 @@ def test_shipped_example_transcripts_import_and_resume(
     """sessions.example/ transcripts are in the transcript format: they import and resume."""
     from tests.conftest import REPO
 
-    r = cli("import", str(REPO / "sessions.example" / name), check=True)
+    # their recorded cwd (/tmp/ex/project) is not on this machine: --cwd names the workspace (F139)
+    r = cli("import", str(REPO / "sessions.example" / name), "--cwd", str(workspace), check=True)
     assert r.stderr == ""
     sid = r.stdout.split()[2]
     shown = cli("export", sid, check=True).stdout.splitlines()
