@@ -70,8 +70,17 @@ def build_settings(**flags: Any) -> Settings:
 
 
 def run_async(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """``anyio.run`` on the asyncio backend; AcagentError → one-line message, exit 1."""
+    """``anyio.run`` on the asyncio backend; AcagentError → one-line message, exit 1.
+
+    anyio imports its asyncio backend on the first ``anyio.run``; that import is done here while
+    a Ctrl-C is still start-up's quiet exit. After :func:`~acagent._entry.started` it would run
+    with SIGINT raising ``KeyboardInterrupt`` anywhere in it, before asyncio's runner takes
+    SIGINT over, and an interrupt inside an import does not always stay a ``KeyboardInterrupt``
+    (Python 3.11 wraps one raised in a class body's ``__set_name__`` in a ``RuntimeError``): a
+    traceback, seen once in 20 SIGINTs 0.3 s into ``acagent serve`` on a loaded machine.
+    """
     import anyio
+    import anyio._backends._asyncio  # the import the docstring talks about
 
     from acagent._entry import started
 
