@@ -75,6 +75,10 @@ class Timing(BaseModel):
     """Seconds an approval may stay unanswered before it resolves as timed out; None = forever."""
     busy_timeout_ms: int = 10000
     """SQLite busy_timeout per connection, in milliseconds (>= 5000)."""
+    journal_full_wait_s: float | None = Field(default=None, ge=0)
+    """How long a turn's commits wait for space when the journal's disk is full, retrying, before
+    the turn stops (``runner/_writer.py``); must be < lease_ttl_s - lease_renew_s (within the lease).
+    None: :attr:`full_disk_wait_s` derives it (10 s with the default lease)."""
 
     def check(self) -> Timing:
         """Validate the relations between constants.
@@ -88,6 +92,11 @@ class Timing(BaseModel):
             (self.llm_idle_timeout_s < self.llm_timeout_s, "llm_idle_timeout_s < llm_timeout_s"),
             (self.step_max_attempts >= 1, "step_max_attempts >= 1"),
             (self.busy_timeout_ms >= 5000, "busy_timeout_ms >= 5000"),
+            (
+                self.journal_full_wait_s is None
+                or self.journal_full_wait_s < self.lease_ttl_s - self.lease_renew_s,
+                "journal_full_wait_s < lease_ttl_s - lease_renew_s",
+            ),
         ]
         for ok, relation in rules:
             if not ok:
@@ -96,6 +105,14 @@ class Timing(BaseModel):
                     f"invalid config [timing]: {relation} must hold ({values})", detail={"relation": relation}
                 )
         return self
+
+    @property
+    def full_disk_wait_s(self) -> float:
+        """``journal_full_wait_s``, or when unset half the time a lease outlives its last renewal
+        (``(lease_ttl_s - lease_renew_s) / 2``), at most 10 s."""
+        if self.journal_full_wait_s is not None:
+            return self.journal_full_wait_s
+        return min(10.0, max(0.0, self.lease_ttl_s - self.lease_renew_s) / 2)
 
 
 def _names(relation: str) -> list[str]:

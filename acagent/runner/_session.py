@@ -68,7 +68,9 @@ class SessionPorts:
         self.bus = RunnerEventBus(row.id)
         self.bus.last_seq = row.last_seq
         self.context = ContextBuilder()
-        self.writer = SessionWriter(journal, row.id, self.bus, self.context)
+        self.writer = SessionWriter(
+            journal, row.id, self.bus, self.context, full_disk_wait_s=settings.timing.full_disk_wait_s
+        )
         self.tools = tools if tools is not None else default_tools()
         self.policy = ApprovalPolicy.from_json(json.loads(row.approval_rules or "{}"), settings.shell_allow)
         self.interactive = interactive

@@ -12,6 +12,20 @@ per token (each delta keeps its own event). A commit of other events first takes
 deltas along (order is preserved), so a fast reply's deltas ride in its step commit. The buffer is
 bounded: :meth:`SessionWriter.backpressure` makes the producer wait while it is over
 ``max_buffered`` (e.g. while another process holds the SQLite write lock).
+
+A commit the journal refuses because its disk is full (``JournalError`` ``detail.reason ==
+"disk_full"``: SQLite rolled the transaction back, nothing was written) is tried again, 0.1 s
+doubling to 1 s apart, for up to ``full_disk_wait_s`` from the first refusal of the streak
+(``[timing] journal_full_wait_s``, 10 s): when space returns within it, the same events land with
+the same lease and the turn goes on — a reply already streamed is committed, not asked for again
+(before, the turn halted, its lease expired after ``lease_ttl_s`` and the step was retried as
+"process died": a second paid call, F140). Safe because a refused commit left nothing behind:
+the deltas it carried are put back first in the buffer, the context and the bus saw nothing, the
+journal's ``last_seq`` hint is re-checked by its next commit, and the retry is fenced by the same
+token (a takeover meanwhile makes it ``StaleLease``). The wait is outside the commit's shield, so
+a cancel ends it at once; the bound stays below ``lease_ttl_s - lease_renew_s`` (settings check),
+so the lease keeper never aborts a turn that is only waiting here. After the bound the error is
+raised as before (the turn halts; the streak's later commits are not retried).
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ import anyio
 
 from acagent._text import clean_value
 from acagent.bus import RunnerEventBus
+from acagent.errors import JournalError
 from acagent.events import Event
 from acagent.runner._context import ContextBuilder
 from acagent.store import Journal, Lease, Op
@@ -64,6 +79,8 @@ class SessionWriter:
         bus: the session's bus (events are published after commit).
         context: the in-memory model context, kept in step with the journal.
         max_buffered: bound on buffered deltas before the producer must wait.
+        full_disk_wait_s: how long commits are retried while the journal's disk is full
+            (module docstring), seconds; 0 = never.
     """
 
     def __init__(
@@ -75,6 +92,7 @@ class SessionWriter:
         *,
         max_buffered: int = 5000,
         frame_s: float = 0.05,
+        full_disk_wait_s: float = 0.0,
     ) -> None:
         self.journal = journal
         self.session_id = session_id
@@ -89,6 +107,9 @@ class SessionWriter:
         self._max_buffered = max_buffered
         self.frame_s = frame_s
         """How long the flush task lets deltas gather before committing them, seconds."""
+        self.full_disk_wait_s = full_disk_wait_s
+        self._full_since: float | None = None
+        """When the current streak of disk-full refusals began (``anyio.current_time``), or None."""
 
     async def commit(
         self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op] = ()
@@ -121,29 +142,53 @@ class SessionWriter:
         async with self._lock:
             if self.lease is None and unfenced is None:
                 raise RuntimeError(f"session {self.session_id}: a fenced commit without a lease (a bug)")
-            pending, self._pending = self._pending, []
-            pending = [(t, clean_value(p)) for t, p in pending]
-            # Shielded: a cancel arriving mid-commit must not leave a committed event unpublished
-            # (subscribers would see a gap); the commit is bounded by the busy timeout.
-            with anyio.CancelScope(shield=True):
-                try:
-                    batch = [*pending, *events]
-                    if self.lease is not None:
-                        committed = await self.journal.commit(
-                            self.session_id, batch, lease=self.lease, ops=ops
-                        )
-                    else:
-                        assert unfenced is not None
-                        committed = await self.journal.commit_unfenced(
-                            self.session_id, batch, ops=ops, reason=unfenced
-                        )
-                except BaseException:
-                    self._pending[:0] = pending
-                    raise
-                for event in committed:
-                    self.context.apply(event)
-                    self.bus.publish(event)
+            delay = 0.1
+            while (committed := await self._try_commit(events, ops, unfenced)) is None:
+                await anyio.sleep(delay)  # the disk is full: wait for space (module docstring)
+                delay = min(1.0, delay * 2)
             return committed
+
+    async def _try_commit(
+        self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op], unfenced: str | None
+    ) -> list[Event] | None:
+        """One attempt of :meth:`_commit` (under its lock): the committed events, or None when the
+        journal's disk is full and the streak is still within ``full_disk_wait_s``."""
+        pending, self._pending = self._pending, []
+        pending = [(t, clean_value(p)) for t, p in pending]
+        # Shielded: a cancel arriving mid-commit must not leave a committed event unpublished
+        # (subscribers would see a gap); the commit is bounded by the busy timeout.
+        with anyio.CancelScope(shield=True):
+            try:
+                batch = [*pending, *events]
+                if self.lease is not None:
+                    committed = await self.journal.commit(self.session_id, batch, lease=self.lease, ops=ops)
+                else:
+                    assert unfenced is not None
+                    committed = await self.journal.commit_unfenced(
+                        self.session_id, batch, ops=ops, reason=unfenced
+                    )
+            except JournalError as exc:
+                self._pending[:0] = pending
+                if self._wait_for_space(exc):
+                    return None
+                raise
+            except BaseException:
+                self._pending[:0] = pending
+                raise
+            self._full_since = None
+            for event in committed:
+                self.context.apply(event)
+                self.bus.publish(event)
+        return committed
+
+    def _wait_for_space(self, exc: JournalError) -> bool:
+        """True if a commit refused with ``exc`` is to be tried again (module docstring)."""
+        if not (isinstance(exc.detail, dict) and exc.detail.get("reason") == "disk_full"):
+            return False
+        now = anyio.current_time()
+        if self._full_since is None:
+            self._full_since = now
+        return now - self._full_since < self.full_disk_wait_s
 
     async def build_context(self) -> None:
         """Rebuild an unloaded context from the journal (latest snapshot + the context events after it).

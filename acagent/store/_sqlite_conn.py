@@ -64,7 +64,10 @@ def map_errors(exc: sqlite3.Error) -> JournalError:
     """The :class:`JournalError` of a SQLite error (one line: disk full, locked, or the message)."""
     msg = str(exc)
     if "full" in msg or getattr(exc, "sqlite_errorname", "") in _FULL_DISK_CODES:
-        return JournalError(f"the journal's disk is full ({msg}); free space and retry — nothing was written")
+        return JournalError(
+            f"the journal's disk is full ({msg}); free space and retry — nothing was written",
+            detail={"reason": "disk_full"},  # what SessionWriter waits out (runner/_writer.py)
+        )
     if "locked" in msg or "busy" in msg:
         return JournalError(f"the journal stayed locked past the busy timeout ({msg}); retry")
     return JournalError(f"journal error: {msg}")
