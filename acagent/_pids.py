@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-__all__ = ["pid_alive", "pid_is_dead", "proc_state", "runs_acagent"]
+__all__ = ["is_stopped", "pid_alive", "pid_is_dead", "proc_state", "runs_acagent"]
 
 
 def proc_state(pid: int) -> str | None:
@@ -41,6 +41,12 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return proc_state(pid) not in ("Z", "X")
+
+
+def is_stopped(pid: int) -> bool:
+    """True if ``pid`` is stopped by a signal (SIGSTOP, Ctrl-Z: ``T``) or by a tracer (``t``):
+    alive, yet it runs no code until continued (a daemon in that state answers nothing, F137)."""
+    return proc_state(pid) in ("T", "t")
 
 
 def runs_acagent(pid: int) -> bool:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from acagent._pids import pid_alive
+from acagent._pids import is_stopped, pid_alive
 from acagent._url import redact_url
 from acagent.cli._app import app, fail
 from acagent.errors import AcagentError
@@ -76,6 +76,8 @@ class DaemonState:
         if self.error:
             return f"unreadable daemon.json ({self.error})"
         where = f" at {self.address}" if self.address else ""
+        if self.alive and self.pid is not None and is_stopped(self.pid):  # it answers nothing (F137)
+            return f"stopped, pid {self.pid}{where}: answers nothing; `kill -CONT {self.pid}` resumes it"
         if self.alive:
             return f"running, pid {self.pid}{where}"
         return f"not running (stale daemon.json: pid {self.pid} is gone)"

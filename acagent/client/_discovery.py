@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from acagent._pids import pid_alive, proc_state, runs_acagent
+from acagent._pids import is_stopped, pid_alive, runs_acagent
 from acagent.errors import DaemonUnavailable
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "answering_daemon",
     "check_answering",
     "daemon_info",
-    "is_stopped",
     "read_token",
 ]
 
@@ -75,11 +74,6 @@ def daemon_info(home: Path) -> DaemonInfo | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return info if pid_alive(info.pid) and runs_acagent(info.pid) else None
-
-
-def is_stopped(pid: int) -> bool:
-    """True if ``pid`` is stopped by a signal (SIGSTOP, Ctrl-Z: ``T``) or by a tracer (``t``)."""
-    return proc_state(pid) in ("T", "t")
 
 
 def _probe(url: str, timeout: float) -> str | None:

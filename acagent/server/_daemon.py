@@ -277,8 +277,9 @@ def _claim_home(home: Path) -> int:
     """
     import fcntl
 
+    from acagent._pids import is_stopped
     from acagent._private import private_dir, private_file
-    from acagent.client._discovery import daemon_info, is_stopped
+    from acagent.client._discovery import daemon_info
 
     fd = os.open(private_file(private_dir(home) / "daemon.lock"), os.O_RDONLY | os.O_CLOEXEC)
     try:

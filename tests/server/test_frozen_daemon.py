@@ -71,6 +71,11 @@ def test_a_stopped_daemon_is_named_stopped_by_every_command_f137(
         assert second.returncode != 0 and "already serves" in second.stderr, second.stderr
         assert f"kill -CONT {d.pid}" in second.stderr
 
+        doctor = _cli(d, "doctor")
+        assert f"stopped, pid {d.pid}" in doctor.stdout and f"kill -CONT {d.pid}" in doctor.stdout, (
+            doctor.stdout
+        )
+
         stop = _cli(d, "serve", "--stop")
         assert stop.returncode == 0 and f"stopped the daemon (pid {d.pid})" in stop.stdout, stop.stderr
         assert d.proc is not None and d.proc.wait(30) == 0
