@@ -30,8 +30,9 @@ import httpx
 import orjson
 
 from acagent import errors as E
+from acagent._pids import is_stopped
 from acagent.client._base import ReplayedEvent
-from acagent.client._discovery import DaemonInfo, DaemonUnavailable, daemon_info, read_token
+from acagent.client._discovery import DaemonInfo, DaemonUnavailable, check_answering, daemon_info, read_token
 from acagent.client._opened import Opened
 from acagent.events import Event
 from acagent.settings import Settings
@@ -165,7 +166,8 @@ class RemoteSessionClient:
 
         Raises:
             AcagentError: the daemon's error envelope, mapped by ``code``.
-            DaemonUnavailable: the daemon cannot be reached.
+            DaemonUnavailable: the daemon cannot be reached (a daemon stopped meanwhile by
+                SIGSTOP is named so, at the first failed attempt).
         """
         headers = self._headers()
         if idempotent:
@@ -176,6 +178,8 @@ class RemoteSessionClient:
                     resp = await self.http.request(method, self.info.url + path, headers=headers, **kw)
                 break
             except DaemonUnavailable:
+                if is_stopped(self.info.pid):  # stopped after it was found: say so, no retry (F137)
+                    check_answering(self.info)
                 if attempt >= RETRIES or not idempotent:
                     raise
                 await anyio.sleep(0.5 * 2**attempt)

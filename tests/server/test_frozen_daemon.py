@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.server.conftest import ACAGENT, Daemon
 
 
@@ -114,3 +116,31 @@ def test_a_hung_daemon_is_named_not_answering_f137(tmp_path: Path) -> None:
         hung.kill()
         hung.wait(10)
         listener.close()
+
+
+@pytest.mark.anyio
+async def test_a_daemon_stopped_while_a_client_talks_to_it_is_named_stopped_f137(
+    start_daemon: Callable[..., Daemon],
+) -> None:
+    """A request that times out because the daemon was stopped after the client found it says so
+    (before: "the daemon did not answer in time (ReadTimeout)", three times for a keyed request)."""
+    import httpx
+
+    from acagent.client._discovery import daemon_info
+    from acagent.client._remote import RemoteSessionClient
+    from acagent.errors import DaemonUnavailable
+
+    d = start_daemon()
+    info = daemon_info(d.home)
+    assert info is not None
+    client = RemoteSessionClient(d.home, info, "", http=httpx.AsyncClient(timeout=httpx.Timeout(1.0)))
+    try:
+        assert isinstance(await client.request("GET", "/v1/sessions"), list)
+        os.kill(d.pid, signal.SIGSTOP)
+        with pytest.raises(DaemonUnavailable) as caught:
+            await client.request("POST", "/v1/sessions", json={"cwd": str(d.home)}, idempotent=True)
+        assert "stopped" in caught.value.message and f"kill -CONT {d.pid}" in caught.value.message
+        assert caught.value.detail["state"] == "stopped"
+    finally:
+        os.kill(d.pid, signal.SIGCONT)
+        await client.http.aclose()
