@@ -148,3 +148,33 @@ async def test_the_step_after_a_compaction_rides_in_the_compaction_commit(
         step = steps[after.payload["request_id"]]
         assert (step.status, step.attempt, step.turn_id) == ("done", 1, events[i - 1].payload["turn_id"])
     assert [e.type for e in events].count("turn.completed") == 30
+
+
+async def test_no_intent_rides_when_the_next_call_would_break_a_cap(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """The step after a tool result would break the session's cap: the result's commit carries no
+    intent (none would ever be called), and the turn fails ``budget_exceeded`` before that call,
+    with no step left inflight and one LLM call counted — as when each step wrote its own."""
+    from tests.mockprovider import _oa_usage
+
+    (workspace / "a.txt").write_text("x")
+    ls = openai_tool_calls([("call_1", "list_dir", {"path": "."})])
+    mock.script(ls.replace(b"data: [DONE]\n\n", _oa_usage(50, 1024) + b"data: [DONE]\n\n"))
+    settings = load_settings(
+        {"home": str(tmp_path / "home"), "base_url": mock.openai_base_url, "model": "openai:mock",
+         "limits": {"session_usd": 1.5},
+         "pricing": {"openai:mock": {"input_usd_per_mtok": 0.0, "output_usd_per_mtok": 1000.0}}},
+        env={},
+    )  # fmt: skip
+    async with SessionRegistry.open(settings) as reg:
+        runner = await reg.get_runner((await reg.create_session(workspace)).id)
+        await runner.run_turn("list it")  # $1.024 spent; the next call's estimate brings it over $1.50
+        events = await reg.journal.events(runner.session_id, 0)
+        steps = await reg.journal.steps(runner.session_id)
+        row = await reg.journal.get_session(runner.session_id)
+    failed = [e.payload for e in events if e.type == "turn.failed"]
+    assert [f["type"] for f in failed] == ["budget_exceeded"]
+    assert [(s.status, s.attempt) for s in steps] == [("done", 1)]
+    assert (row.llm_calls, len(mock.requests)) == (1, 1)
+    assert [e.type for e in events].count("step.started") == 1
