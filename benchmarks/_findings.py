@@ -13,25 +13,25 @@ FINDINGS: dict[str, str] = {
 grows with history (incremental context digest and history check, no context reload per turn, requests sized
 by their new messages, tool schemas once per tool class); what is left is a constant cost per turn:
 
-- *Journal transactions*: eight per tool turn (the lease with the session row and caps, the accept, two
-  `step.started`, the tool-id check, two step commits, the tool start + result). What the runner wrote is not
+- *Journal transactions*: six per tool turn (the lease with the session row and caps, the accept with the
+  first `step.started`, the tool-id check, two step commits, the tool start + result with the next
+  `step.started`). What the runner wrote is not
   read back (`Turn.open_calls`, `Turn.fresh_seq`, `Turn.limits` in `acagent/runner/_turn.py`), a quick
   read-only call commits its start with its result (`may_defer_start` in `acagent/runner/_tools.py`) and the
   completion commit gives the lease up (`ReleaseLease`). With `durability = "normal"` they run on the event
   loop's thread (`acagent/store/_sqlite_conn.py`, figure 3): the thread hops printed above are only the calls
   that had to wait for another connection's lock or carried a big payload.
-- *The step rows*: `step.started` (`InsertStep`, invariant 2) cannot ride in the preceding commit (the accept,
-  the tool result) because its step id names the context's last seq (`AgenticLoop.llm_step`,
-  `acagent/runner/_loop.py`), which the journal assigns in that very commit.
+- *The step rows*: `step.started` (`InsertStep`, invariant 2) rides in the preceding commit (the accept, the
+  tool result, a compaction before the call: `acagent/runner/_stepstart.py`); its step id names the turn and
+  the context's digest (`session|turn|digest16`), not the context's seq, which the journal assigns in that
+  very commit.
 - *Per-event work on the loop*: the transcript pump (`TranscriptKeeper._start_transcript.pump` →
   `TranscriptWriter.append_next` in `acagent/store/_transcript_writer.py`: one `flock`, `stat` and `fstat` per
   batch the pump drained, no longer two), `SessionWriter.commit()`, the bus, and pydantic validation of
   payloads and messages.
 
-**Fixes.** (1) A step id that does not name a journal-assigned seq (or one the store fills in), so
-`step.started` rides in the accept and in the tool-result commit (two transactions fewer per tool turn). (2) Fold the
-accept into `Journal.lease_session` (the lease, the session row and its caps in one hop already), so a turn's
-start is one round trip, not two.
+**Fixes.** Fold the accept into `Journal.lease_session` (the lease, the session row and its caps in one hop
+already), so a turn's start is one round trip, not two.
 """,
     "resume flat": """
 **Finding (figure 2).** Opening a session reads no message: `SessionPorts.load()` (`acagent/runner/_session.py`)
@@ -72,7 +72,12 @@ message and `turn.completed`: per-commit compression is ~4.9× on these events a
 would no longer decode on its own); (3) the compaction snapshot (`checkpoint`, ~33 KB every few turns) as a
 position. Tried and not kept: `WITHOUT ROWID` tables (m007); `tool_call.arguments` in a row of its own, written
 once (its table then started a leaf per call: 59.4 frames against 58.9, m010). The transcript alone is 1.3×, so ≤ 2.5× leaves the journal ~1.2× of the events:
-about 20 page writes per turn against ~59.
+about 20 page writes per turn against ~59. Since then (1) in part: each `step.started` rides in the commit
+before it (`acagent/runner/_stepstart.py`: the accept, the last tool result, a compaction before the call), 6 →
+4 transactions per tool turn, the WAL at history 50 54.4 → 50.2 frames per turn (checkpoints off, 20 turns):
+a folded intent saves the session leaf and the event leaf of its own commit, not the `step_log` leaf and the
+`step_log_rid` leaf it writes (a random one: the index is a hash) — without that index the WAL took 3.2
+frames fewer per turn (49.6 → 46.4), before the checkpoint's copies. 4 is the floor for this turn while a tool's intent is durable before it runs (invariant 3).
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** What a `durability = "normal"` commit costs now, on the event loop's thread
@@ -119,7 +124,7 @@ count kept by the runners; `clean_value` decides a clean payload in one orjson p
 
 - the transcript pump (`TranscriptKeeper._start_transcript.pump` → `TranscriptWriter.append_next` in
   `acagent/store/_transcript_writer.py`): `fcntl.flock`, `fstat` and `stat` once per drained batch;
-- four journal transactions per one-step turn (the lease with the session row and caps, the accept,
+- three journal transactions per one-step turn (the lease with the session row and caps, the accept with
   `step.started`, the reply with `turn.completed` and the lease release), inline on the loop while the
   journal's writer thread is idle and queued on that thread while it is busy (`acagent/store/_sqlite_conn.py`);
 - SQLite's `execute`, several statements per commit (each op is its own `UPDATE session` in
