@@ -77,11 +77,12 @@ def daemon_info(home: Path) -> DaemonInfo | None:
 
 
 def _probe(url: str, timeout: float) -> str | None:
-    """Send one bare request to ``url``; None once any byte of an answer arrives (a 401 or a 403
-    is an answer), else why not. Raw socket, not httpx: discovery stays standard-library only."""
+    """Send one bare request to ``url``; None once any byte of an answer arrives (any status is
+    an answer), else why not. A public static file, so a probe is neither a 401 in the daemon's
+    metrics nor work for it. Raw socket, not httpx: discovery stays standard-library only."""
     parts = urlsplit(url)
     deadline = time.monotonic() + timeout
-    request = f"GET /v1/debug/stats HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
+    request = f"GET /static/app.css HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
     try:
         with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout) as s:
             s.settimeout(max(0.01, deadline - time.monotonic()))
