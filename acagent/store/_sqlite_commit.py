@@ -21,7 +21,7 @@ from acagent.store._numbering import commit_order, fold_events, make_events, num
 from acagent.store._ops import Op
 from acagent.store._payload import encode_payload
 from acagent.store._rows import Lease
-from acagent.store._sqlite_ops import TxContext, apply_op
+from acagent.store._sqlite_ops import TxContext, apply_op, session_sets
 
 __all__ = ["INLINE_MAX_CHARS", "INSERT_EVENT", "commit_tx", "event_row", "is_big"]
 
@@ -54,7 +54,15 @@ def is_big(events: Sequence[tuple[str, dict[str, Any]]]) -> bool:
     """True when the strings in ``events``' payloads add up to more than :data:`INLINE_MAX_CHARS`
     (a walk over the payloads' containers, stopping once over: no serialisation)."""
     total = 0
-    stack: list[Any] = [p for _, p in events]
+    stack: list[Any] = []
+    for _, payload in events:  # the top level without the stack: most values are short strings
+        for value in payload.values():
+            if type(value) is str:
+                total += len(value)
+            elif isinstance(value, dict | list | tuple):
+                stack.append(value)
+    if total > INLINE_MAX_CHARS:
+        return True
     while stack:
         item = stack.pop()
         if isinstance(item, str):
@@ -173,7 +181,10 @@ def commit_tx(
     if len(hints) >= HINTS_MAX and session_id not in hints:
         hints.clear()
     hints[session_id] = (num, n.last_seq)  # verified by the next _append
+    items, values = session_sets(ctx)  # what the ops changed in the row, in the commit's UPDATE
     if not n.events:
+        if items:
+            db.execute(f"UPDATE session SET {', '.join(items)} WHERE id = ?", (*values, session_id))
         return []
     db.executemany(
         INSERT_EVENT,
@@ -188,5 +199,8 @@ def commit_tx(
     if n.checkpoint is not None:
         sets += ", checkpoint_seq = ?, checkpoint_bytes = ?"
         args.extend(n.checkpoint)
+    if items:
+        sets += ", " + ", ".join(items)
+        args.extend(values)
     db.execute(f"UPDATE session SET {sets} WHERE id = ?", (*args, session_id))
     return n.events

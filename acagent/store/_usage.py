@@ -155,10 +155,8 @@ class RecordUsage(Frozen):
                 self.cost_usd,
             ),
         )
-        db.execute(
-            "UPDATE session SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE id = ?",
-            (self.input_tokens, self.output_tokens, ctx.session_id),
-        )
+        ctx.add("input_tokens", self.input_tokens)  # in the commit's UPDATE session (TxContext.adds)
+        ctx.add("output_tokens", self.output_tokens)
 
 
 @dataclass(init=False, repr=False, eq=False)
