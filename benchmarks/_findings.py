@@ -27,7 +27,7 @@ by their new messages, tool schemas once per tool class); what is left is a cons
   very commit.
 - *Per-event work on the loop*: the transcript pump (`TranscriptKeeper._start_transcript.pump` →
   `TranscriptWriter.append_next` in `acagent/store/_transcript_writer.py`: one `flock`, `stat` and `fstat` per
-  batch the pump drained, one `fstat`), `SessionWriter.commit()` (its lock no longer yields to the loop when
+  batch the pump drained), `SessionWriter.commit()` (its lock no longer yields to the loop when
   free), the bus, and pydantic validation of payloads (`make_payload` calls the validator and serializer
   without `model_validate`/`model_dump`'s wrappers) and messages. The journal builds its envelopes unvalidated
   (`Event.trusted`), writes a session's row once per commit (the ops' row changes ride in the commit's
