@@ -336,26 +336,39 @@ async def _run(
         cluster = await _join_cluster(tg, state, state.settings)
         tg.start_soon(run_server)
         tg.start_soon(state.reaper.run, state.shutting_down)
-        while not server.started:
-            if stop.is_set():
-                raise UserError(f"the HTTP server did not start on {url}")
-            await anyio.sleep(0.01)
-        info = {
-            "pid": os.getpid(),
-            "host": options.host,
-            "port": port,
-            "url": url,
-            "busy_timeout_ms": registry.journal.info().get("busy_timeout_ms"),
-            "started_at": time.time(),
-        }
-        write_daemon_json(state.settings.home, info)
-        log.info("listening on %s (journal %s)", url, registry.journal.info())
-        if on_ready is not None:
-            on_ready(info, f"{url}/login?token={state.guard.token}")
-        tg.start_soon(_maintenance, state, cluster, options)
+        if await _listening(server, served, stop, url):
+            info = {
+                "pid": os.getpid(),
+                "host": options.host,
+                "port": port,
+                "url": url,
+                "busy_timeout_ms": registry.journal.info().get("busy_timeout_ms"),
+                "started_at": time.time(),
+            }
+            write_daemon_json(state.settings.home, info)
+            log.info("listening on %s (journal %s)", url, registry.journal.info())
+            if on_ready is not None:
+                on_ready(info, f"{url}/login?token={state.guard.token}")
+            tg.start_soon(_maintenance, state, cluster, options)
         await stop.wait()
         await _drain(state, cluster, server, served)
         tg.cancel_scope.cancel()
+
+
+async def _listening(server: Any, served: anyio.Event, stop: anyio.Event, url: str) -> bool:
+    """Wait until uvicorn listens: True; False when a SIGTERM/SIGINT came first (then the daemon
+    shuts down as from serving, never announced; it was "the HTTP server did not start", exit 1).
+
+    Raises:
+        UserError: the server ended without listening.
+    """
+    while not server.started:
+        if served.is_set():
+            raise UserError(f"the HTTP server did not start on {url}")
+        if stop.is_set():
+            return False
+        await anyio.sleep(0.01)
+    return True
 
 
 async def _maintenance(state: Any, cluster: Any, options: ServeOptions) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.mockprovider import MockProvider, Script, openai_text, split_every
-from tests.server.conftest import Daemon, daemon_env, wait_for
+from tests.server.conftest import Daemon, daemon_env, lines_of, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
@@ -289,3 +289,56 @@ def test_anyio_backend_is_imported_before_sigint_is_handed_back() -> None:
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[True]", p.stdout
+
+
+_HOLD_HTTP_START = """
+import os
+import anyio
+import uvicorn.server
+
+HELD, GO = {held!r}, {go!r}
+start = uvicorn.server.Server.startup
+
+async def held_startup(self, sockets=None):
+    open(HELD, "w").close()
+    while not os.path.exists(GO):
+        await anyio.sleep(0.01)
+    await start(self, sockets=sockets)
+
+uvicorn.server.Server.startup = held_startup
+"""
+
+
+def test_a_ctrl_c_while_the_http_server_starts_is_a_graceful_shutdown(
+    tmp_path: Path, slow_mock: MockProvider
+) -> None:
+    """The sweep's ``[serve]`` at 1.5 s on a loaded machine: "received SIGINT: shutting down",
+    then "error: the HTTP server did not start on …" and exit 1. The daemon took any stop before
+    uvicorn listened for the server's failure. Here uvicorn's start-up is held (a
+    ``sitecustomize``) until the SIGINT has been handled."""
+    site = tmp_path / "site"
+    site.mkdir()
+    held, go = tmp_path / "http-start-held", tmp_path / "http-start-go"
+    (site / "sitecustomize.py").write_text(_HOLD_HTTP_START.format(held=str(held), go=str(go)))
+    home = tmp_path / "home"
+    env = {**_env(home, slow_mock), "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acagent", "serve", "--port", "0"], cwd=tmp_path, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    err, reader = lines_of(proc.stderr)
+    try:
+        wait_for(held.exists, 60, what="uvicorn's start-up")
+        proc.send_signal(signal.SIGINT)
+        wait_for(lambda: any("shutting down" in line for line in err), 30, what="the SIGINT handled")
+        go.touch()
+        assert proc.wait(30) == 0, "".join(err)
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        reader.join(10)
+    text = "".join(err)
+    assert "did not start" not in text and "Traceback" not in text, text
+    assert not (home / "daemon.json").exists()
