@@ -23,7 +23,7 @@ from acagent._pids import pid_is_dead
 from acagent.runner._turn import Turn
 from acagent.store import ACTIVE
 
-__all__ = ["CancelPaths", "RunnerState"]
+__all__ = ["CancelPaths", "RunnerParts", "RunnerState"]
 
 
 class RunnerState(enum.Enum):
@@ -37,8 +37,9 @@ class RunnerState(enum.Enum):
     """The turn's end event is committed; checkpoint and lease release remain (a message may wait)."""
 
 
-class CancelPaths:
-    """Cancel, interrupt and stop of :class:`~acagent.runner._runner.InProcessRunner` (a mixin)."""
+class RunnerParts:
+    """What the runner's mixins (:class:`CancelPaths`, :class:`~acagent.runner._compactpath.CompactPath`)
+    use of :class:`~acagent.runner._runner.InProcessRunner` (declarations for the type checker only)."""
 
     if TYPE_CHECKING:
         from acagent.runner._writer import SessionWriter
@@ -58,10 +59,16 @@ class CancelPaths:
 
         @property
         def is_busy(self) -> bool: ...
+        def check_free(self, *, finishing_is_free: bool = True) -> None: ...
         def _new_turn(self, turn_id: str) -> Turn: ...
         async def _release(self) -> None: ...
         async def load(self, row: Any = None) -> Any: ...
+        async def load_context(self, row: SessionRow | None = None) -> None: ...
         async def wait(self) -> None: ...
+
+
+class CancelPaths(RunnerParts):
+    """Cancel, interrupt and stop of :class:`~acagent.runner._runner.InProcessRunner` (a mixin)."""
 
     def on_lease_check(self, held: bool, cancel: bool, turn: Turn | None = None) -> None:
         """Called by the registry's lease keeper after renewing (or checking) this runner's lease.

@@ -34,21 +34,19 @@ import anyio
 from acagent._pids import pid_is_dead
 from acagent.errors import (
     AcagentError,
-    CompactionFailed,
-    InvalidTransition,
     SessionBusy,
     StaleLease,
     SubscriberEvicted,
     TurnHalted,
     UserError,
 )
-from acagent.events import make_payload
-from acagent.obs import span
 from acagent.providers._base import ToolDefinition
 from acagent.runner._budget import budget_for
 from acagent.runner._cancel import CancelPaths, RunnerState
-from acagent.runner._ending import fail_turn, halt_error
-from acagent.runner._loop import AgenticLoop, TurnEnded
+from acagent.runner._compactpath import CompactPath
+from acagent.runner._drive import NO_WRITE_STOPS, drive_turn
+from acagent.runner._ending import halt_error
+from acagent.runner._loop import AgenticLoop
 from acagent.runner._protocol import AgentRunner
 from acagent.runner._session import SessionPorts
 from acagent.runner._turn import Turn
@@ -56,15 +54,17 @@ from acagent.runner._window import RequestEstimator, bytes_to_tokens
 from acagent.runner._writer import crash_point
 from acagent.store import ACTIVE, ToolCallRow
 
-__all__ = ["AgentRunner", "BusyCount", "InProcessRunner", "RunnerState", "SubscriberEvicted", "pid_is_dead"]
+__all__ = [
+    "NO_WRITE_STOPS",
+    "AgentRunner",
+    "BusyCount",
+    "InProcessRunner",
+    "RunnerState",
+    "SubscriberEvicted",
+    "pid_is_dead",
+]
 
 log = logging.getLogger("acagent.runner")
-
-
-NO_WRITE_STOPS = ("lease_lost", "handoff")
-"""Interrupt reasons that stop a turn without writing anything: the lease is gone (a zombie) or
-is being handed to another daemon of a cluster (SIGTERM drain: the turn stays active and a peer
-continues it)."""
 
 
 _COUNTED = (RunnerState.ACCEPTING, RunnerState.RUNNING)
@@ -80,7 +80,7 @@ class BusyCount:
         self.value = 0
 
 
-class InProcessRunner(CancelPaths, SessionPorts):
+class InProcessRunner(CancelPaths, CompactPath, SessionPorts):
     """The in-process :class:`AgentRunner` (see module docstring); built like :class:`SessionPorts`."""
 
     loop = AgenticLoop()
@@ -328,101 +328,8 @@ class InProcessRunner(CancelPaths, SessionPorts):
         self._turn_done.set()
 
     async def _drive(self, turn: Turn) -> bool:
-        """Run one turn to a resting state. Returns True if it completed normally."""
-        completed = False
-        with anyio.CancelScope() as scope:
-            turn.enter(scope)
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self.writer.flush_loop)
-                    try:
-                        with span(
-                            "invoke_agent acagent",
-                            {
-                                "gen_ai.operation.name": "invoke_agent",
-                                "gen_ai.agent.name": "acagent",
-                                "gen_ai.conversation.id": self.session_id,
-                                "gen_ai.request.model": self.model_id.partition(":")[2],
-                                "acagent.turn_id": turn.turn_id,
-                            },
-                        ):
-                            await self.loop.run_turn(turn)
-                        completed = True
-                    except TurnEnded:
-                        pass
-                    except InvalidTransition as exc:
-                        if not (exc.detail or {}).get("cancel_requested"):
-                            raise
-                        turn.interrupt("user")  # a cancel arrived from another process
-                    tg.cancel_scope.cancel()
-            except StaleLease:
-                raise
-            except Exception as exc:
-                await self._fail(turn, exc)
-                return False
-        if turn.outcome is not None:  # its end is committed (a late cancel changes nothing)
-            return turn.outcome == "completed"
-        reason = turn.interrupt_reason
-        if not completed and (scope.cancelled_caught or reason in NO_WRITE_STOPS):
-            if reason not in NO_WRITE_STOPS:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(15):
-                    await turn.finish_cancelled(reason or "user")
-            return False
-        return completed
-
-    async def _fail(self, turn: Turn, exc: Exception) -> None:
-        await fail_turn(turn, exc)
-
-    async def compact(self) -> dict[str, Any]:
-        """Compact the context now (``/compact``, ``acagent compact``, the HTTP route).
-
-        Runs like a turn for the busy rule (a message meanwhile gets ``session_busy``), under the
-        session lease, as one journaled summary step (:mod:`acagent.runner._compact`).
-
-        Returns:
-            The ``context.compacted`` payload.
-
-        Raises:
-            SessionBusy: a turn runs (here or in another live process).
-            UserError: a turn was interrupted and must be finished first.
-            CompactionFailed: nothing older than the last turn to summarise, a useless summary, or
-                a cancel (``detail.cancelled``) reached it: the context is unchanged.
-        """
-        from acagent.runner._compact import compact_now
-
-        self.check_free(finishing_is_free=False)
-        self.state = RunnerState.ACCEPTING
-        self._turn_done = anyio.Event()
-        try:
-            self.writer.lease = await self.journal.acquire_lease(
-                self.session_id, self.worker_id, ttl_s=self.settings.timing.lease_ttl_s, is_dead=pid_is_dead
-            )
-            await self.load_context()
-            if self.row.status in ACTIVE:
-                raise UserError(
-                    f"session {self.session_id} has an interrupted turn; finish it first (run --resume)"
-                )
-            turn = self._new_turn(f"compact_{uuid.uuid4().hex[:12]}")
-            self.turn, self.state = turn, RunnerState.RUNNING
-            with anyio.CancelScope() as scope:
-                turn.enter(scope)  # a cancel reaches the summary call like a turn's (F123)
-                try:
-                    return await compact_now(turn)  # every turn but the last is summarised
-                except CompactionFailed as exc:
-                    # A caller that got its 202 (HTTP) learns why from the stream, not only the log.
-                    failure = make_payload(
-                        "error", turn_id=turn.turn_id, code=exc.code, message=exc.message, detail=exc.detail
-                    )
-                    await self.writer.commit([("error", failure)])
-                    raise
-            with anyio.CancelScope(shield=True), anyio.move_on_after(15):
-                await turn.finish_cancelled(turn.interrupt_reason or "user", active=False)
-            raise CompactionFailed(
-                f"the compaction of session {self.session_id} was cancelled; the context is unchanged",
-                detail={"cancelled": True},
-            )
-        finally:
-            await self._release()
+        """Run one turn to a resting state (:func:`drive_turn`). Returns True if it completed normally."""
+        return await drive_turn(self.loop, turn)
 
     # ------------------------------------------------------------------ approvals
 
