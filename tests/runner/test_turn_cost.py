@@ -78,7 +78,7 @@ async def test_tool_schemas_are_built_once_per_tool_class(
     """Every session of a process offers the same definitions: one pydantic schema per tool class
     for the whole process (the benchmarks' tool was a class made per session: a schema per
     session, among the largest items of a 1,000-session wave)."""
-    import acagent.runner._turn as turn_module
+    import acagent.runner._turntools as turn_module
     from acagent.tools._base import _schema_of
     from benchmarks._common import echo_tools
 
