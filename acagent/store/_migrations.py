@@ -11,9 +11,26 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from acagent.errors import JournalError
+from acagent.store._migrations_later import (
+    m010_tool_call_by_session,
+    m011_usage_by_day,
+    m012_compact_step,
+    m013_session_text,
+    m014_last_message_seq,
+    m015_step_id_by_turn,
+)
 from acagent.store._sqlite_lease import live_lease_holder
 
-__all__ = ["MIGRATIONS", "migrate"]
+__all__ = [
+    "MIGRATIONS",
+    "m010_tool_call_by_session",
+    "m011_usage_by_day",
+    "m012_compact_step",
+    "m013_session_text",
+    "m014_last_message_seq",
+    "m015_step_id_by_turn",
+    "migrate",
+]
 
 
 def m001_initial(db: sqlite3.Connection) -> None:
@@ -257,111 +274,6 @@ def m009_step_by_session(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE step")
     db.execute("ALTER TABLE step_m009 RENAME TO step")
     db.execute("CREATE UNIQUE INDEX step_rid ON step (rid)")
-
-
-def m010_tool_call_by_session(db: sqlite3.Connection) -> None:
-    """``tool_call`` keyed by ``session.num << 32 | n``, its id unique through a compact index.
-
-    The ``(session_id, tool_call_id)`` primary-key index held ~70-byte text keys that split a
-    512-byte leaf across three siblings every few calls (figure 3: ~3 WAL frames per turn, ~1.5
-    now for ``tool_call_tid``). As for ``step`` (m009): a session's calls are one key range in start
-    order; ``tid``, :func:`acagent.store._sqlite_ops.step_rid` of ``(session_id, tool_call_id)``,
-    keeps the id unique (a 64-bit collision of two different ids would fail the commit too).
-    ``tool_call_pending``, a partial index of the rows :data:`acagent.store._rows.PENDING_APPROVAL`
-    selects, answers every session's pending approvals; calls that never ask write nothing to it.
-    Measured and not done: the arguments in a row of their own (the two status updates of a call
-    rewrite the row's overflow page): that table started a leaf and rewrote its parent for nearly
-    every call, as many frames again (59.4 per turn against 58.9).
-    """
-    from acagent.store._sqlite_ops import step_rid
-
-    # (its own name: redefining m009's function fails while migrate's SELECT is open)
-    db.create_function("acagent_tool_call_tid", 2, step_rid, deterministic=True)
-    cols = [r[1] for r in db.execute("PRAGMA table_info(tool_call)")]
-    db.execute(
-        """CREATE TABLE tool_call_m010 (
-            key             INTEGER PRIMARY KEY,    -- session.num << 32 | n (n = 1, 2, … per session)
-            tid             INTEGER NOT NULL,       -- step_rid(session_id, tool_call_id)
-            session_id      TEXT NOT NULL,
-            tool_call_id    TEXT NOT NULL,
-            turn_id         TEXT NOT NULL,
-            step_id         TEXT NOT NULL,
-            idx             INTEGER NOT NULL,
-            name            TEXT NOT NULL,
-            arguments       TEXT NOT NULL,          -- JSON text, or compressed (store/_payload.py)
-            arguments_error TEXT,
-            status          TEXT NOT NULL,
-            approval        TEXT NOT NULL,
-            approval_note   TEXT,
-            runner          TEXT,
-            pid             INTEGER,
-            run_expires_at  REAL,
-            idempotent      INTEGER NOT NULL,
-            result_status   TEXT,
-            host            TEXT,
-            runner_pid      INTEGER
-        )"""
-    )
-    db.execute(
-        f"INSERT INTO tool_call_m010 (key, tid, {', '.join(cols)}) SELECT (s.num << 32)"
-        " | ROW_NUMBER() OVER (PARTITION BY s.num ORDER BY t.rowid), acagent_tool_call_tid(t.session_id, t.tool_call_id),"
-        f" {', '.join('t.' + c for c in cols)} FROM tool_call t JOIN session s ON s.id = t.session_id"
-    )
-    db.execute("DROP TABLE tool_call")
-    db.execute("ALTER TABLE tool_call_m010 RENAME TO tool_call")
-    db.execute("CREATE UNIQUE INDEX tool_call_tid ON tool_call (tid)")
-    db.execute(
-        "CREATE INDEX tool_call_pending ON tool_call (session_id)"
-        " WHERE approval = 'pending' AND status = 'waiting_user'"
-    )
-
-
-def m011_usage_by_day(db: sqlite3.Connection) -> None:
-    """Daily totals per ``(day, model)`` by a trigger, no ``usage_day`` (:mod:`acagent.store._usage_day`)."""
-    from acagent.store._usage_day import m011_usage_by_day as create
-
-    create(db)
-
-
-def m012_compact_step(db: sqlite3.Connection) -> None:
-    """``step`` rows stored compactly in ``step_log``; ``step`` is a view with the old columns.
-
-    A step row was ~300 bytes, so a 512-byte page held one: every step started a new leaf and
-    rewrote its parent (~10 WAL frames per benchmark turn for two steps, figure 3). ``step_log``
-    drops what the key and the other columns already say (:mod:`acagent.store._step_row`), ~110
-    bytes a row; the ``step`` view decodes it back (readers, and people with sqlite3, read it;
-    writers use ``step_log``). ``step_log_rid`` is m009's ``step_rid`` on the new table.
-    """
-    from acagent.store._step_row import m012_compact_step as create
-
-    create(db)
-
-
-def m013_session_text(db: sqlite3.Connection) -> None:
-    """The session's long texts in ``session_text``, beside its row (:mod:`acagent.store._session_text`)."""
-    from acagent.store._session_text import m013_session_text as create
-
-    create(db)
-
-
-def m014_last_message_seq(db: sqlite3.Connection) -> None:
-    """``last_message`` read from the message's own event (:mod:`acagent.store._session_text`)."""
-    from acagent.store._session_text import m014_last_message_seq as create
-
-    create(db)
-
-
-def m015_step_id_by_turn(db: sqlite3.Connection) -> None:
-    """Step ids ``session|turn|digest16`` packed to nothing (:mod:`acagent.store._step_row`).
-
-    The runner's step id named the context's seq, which the journal assigns in the commit a
-    step's intent now rides in (``runner/_stepstart.py``); it names the step's turn instead, which
-    the row already holds, so the ``step`` view rebuilds it. Only the view changes: old rows keep
-    their ``mid`` (or their ``step_id``) and read back as before.
-    """
-    from acagent.store._step_row import m015_step_id_by_turn as create
-
-    create(db)
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
