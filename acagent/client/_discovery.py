@@ -80,10 +80,10 @@ def _probe(url: str, timeout: float) -> str | None:
     """Send one bare request to ``url``; None once any byte of an answer arrives (any status is
     an answer), else why not. A public static file, so a probe is neither a 401 in the daemon's
     metrics nor work for it. Raw socket, not httpx: discovery stays standard-library only."""
-    parts = urlsplit(url)
     deadline = time.monotonic() + timeout
-    request = f"GET /static/app.css HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
     try:
+        parts = urlsplit(url)
+        request = f"GET /static/app.css HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
         with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout) as s:
             s.settimeout(max(0.01, deadline - time.monotonic()))
             s.sendall(request.encode("ascii"))
@@ -92,6 +92,8 @@ def _probe(url: str, timeout: float) -> str | None:
         return f"no answer within {timeout:g} s"
     except OSError as exc:
         return exc.strerror or type(exc).__name__
+    except (ValueError, UnicodeError):  # a hand-edited daemon.json: a bad port, a non-ASCII host
+        return f"daemon.json names an unusable URL {url!r}"
 
 
 def check_answering(info: DaemonInfo, timeout: float = PROBE_TIMEOUT_S) -> None:

@@ -144,3 +144,16 @@ async def test_a_daemon_stopped_while_a_client_talks_to_it_is_named_stopped_f137
     finally:
         os.kill(d.pid, signal.SIGCONT)
         await client.http.aclose()
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999", "http://hôst\u00e9:1", "http://[::1"])
+def test_an_unusable_url_in_daemon_json_is_one_line_f137(url: str, tmp_path: Path) -> None:
+    """A hand-edited ``daemon.json`` (a port out of range, a non-ASCII host) was a ``ValueError``
+    out of the probe; it is the probe's reason like any other."""
+    from acagent.client._discovery import DaemonInfo, check_answering
+    from acagent.errors import DaemonUnavailable
+
+    info = DaemonInfo(pid=os.getpid(), host="127.0.0.1", port=1, url=url, home=tmp_path)
+    with pytest.raises(DaemonUnavailable) as caught:
+        check_answering(info, timeout=1.0)
+    assert caught.value.detail["state"] == "not_answering" and "\n" not in caught.value.message
