@@ -16,6 +16,7 @@ import acagent.providers._base
 import acagent.store._ops
 import acagent.store._rows
 import acagent.store._usage
+import acagent.store._usage_queries
 import acagent.usage._caps
 import acagent.usage._pricing
 from acagent._text import clean_value
@@ -30,6 +31,7 @@ MODULES = [
     acagent.store._ops,
     acagent.store._rows,
     acagent.store._usage,
+    acagent.store._usage_queries,
     acagent.usage._caps,
     acagent.usage._pricing,
 ]

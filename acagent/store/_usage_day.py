@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from acagent.store._usage import _DAY_COLS, _SUMS, _UNPRICED_SUMS
+from acagent.store._usage_queries import _DAY_COLS, _SUMS, _UNPRICED_SUMS
 
 __all__ = ["m011_usage_by_day"]
 
