@@ -18,7 +18,8 @@ from typing import ClassVar
 
 import pytest
 
-from acagent.providers._h1 import Client, WireError, _parse_head, usable_for
+from acagent.providers._h1 import Client, WireError, usable_for
+from acagent.providers._h1_response import _parse_head
 
 pytestmark = pytest.mark.anyio
 
