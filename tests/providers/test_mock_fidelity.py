@@ -189,7 +189,9 @@ class TestScripting:
     def test_chunks_are_flushed_separately(self, mock: MockProvider) -> None:
         body = openai_text("x")
         parts = [body[:7], body[7:30], body[30:]]
-        mock.script(Script(chunks=parts, sleeps=0.05))
+        # 0.3 s between chunks: a reader descheduled for longer than the gap on a loaded machine
+        # reads two chunks at once (it did at 0.05 s); the boundaries are what this test checks
+        mock.script(Script(chunks=parts, sleeps=0.3))
         with socket.create_connection(("127.0.0.1", mock.port)) as sock:
             payload = json.dumps({"model": "m", "messages": [U]}).encode()
             sock.sendall(
