@@ -103,7 +103,10 @@ def grow_session(db: Path, session_id: str, copies: int) -> int:
         stored = con.execute(
             "SELECT ts, type, payload FROM event WHERE session_id = ?", (session_id,)
         ).fetchall()
-        ts, typ, payload = max(((t, ty, payload_text(p)) for t, ty, p in stored), key=lambda r: len(r[2]))
+        events = [(t, ty, payload_text(p)) for t, ty, p in stored]
+        # the biggest one, or else the biggest that can be made big (the reply "done"): a step's
+        # events outgrew the one-word reply once step ids carried the turn id
+        ts, typ, payload = max(events, key=lambda r: (len(r[2]) > 100_000 or '"done"' in r[2], len(r[2])))
         (last, num) = con.execute("SELECT last_seq, num FROM session WHERE id = ?", (session_id,)).fetchone()
         big = payload if len(payload) > 100_000 else payload.replace('"done"', '"' + "y" * 500_000 + '"', 1)
         rows = [
