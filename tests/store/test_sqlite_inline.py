@@ -22,19 +22,20 @@ from acagent.store._sqlite_conn import CHECKPOINT_PAGES
 pytestmark = pytest.mark.anyio
 
 _HOLD = """
-import sqlite3, sys, time
+import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute("BEGIN IMMEDIATE")
 print("LOCKED", flush=True)
-time.sleep(float(sys.argv[2]))
+sys.stdin.read()
 db.execute("COMMIT")
 """
 
 
-def _hold_write_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
-    """Another process holding the journal's write lock (``BEGIN IMMEDIATE``) for ``seconds``."""
+def _hold_write_lock(db: Path) -> subprocess.Popen[str]:
+    """Another process holding the journal's write lock (``BEGIN IMMEDIATE``) until its stdin is
+    closed (a fixed hold could end before a loaded machine made the call that must meet it)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(db), str(seconds)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _HOLD, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "LOCKED"
     return proc
@@ -89,7 +90,7 @@ async def test_a_commit_with_a_big_payload_is_written_on_the_thread(tmp_path: Pa
     "call", ["commit", "commit with ops", "acquire_lease", "create_session", "set_cancel"]
 )
 async def test_a_lock_held_by_another_process_never_blocks_the_loop(tmp_path: Path, call: str) -> None:
-    """Another process holds the write lock for 1 s: the short call fails over to the write
+    """Another process holds the write lock: the short call fails over to the write
     connection's thread at once (busy timeout 0 inline) and waits there, so the loop keeps
     running; the call then succeeds."""
     j = await SqliteJournal.open(tmp_path / "a.db")
@@ -112,10 +113,19 @@ async def test_a_lock_held_by_another_process_never_blocks_the_loop(tmp_path: Pa
             await anyio.sleep(0.01)
             ticks += 1
 
-    proc = _hold_write_lock(tmp_path / "a.db", 1.0)
+    proc = _hold_write_lock(tmp_path / "a.db")
     sent = j._sent
+
+    async def release_once_waiting() -> None:
+        # the call went to the write connection's thread and the loop ran on while it waits there
+        while j._sent == sent or ticks == 0:
+            await anyio.sleep(0.01)
+        assert proc.stdin is not None
+        proc.stdin.close()
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(ticker)
+        tg.start_soon(release_once_waiting)
         await anyio.sleep(0)
         ticks = 0
         await calls[call]()
