@@ -416,12 +416,17 @@ class TestErrors:
         first = body.index(b"\n\n") + 2
         mock.script(Script(chunks=[body[:first], body[first:]], pause_after=1))
         seen: list[str] = []
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             async with openai_provider.request_stream(make_request()) as stream:
-                with anyio.move_on_after(0.5):
+                # Cancelled once the text is in, at the next read: the stream is paused there. (A
+                # fixed 0.5 s window could end before a loaded machine had read the text.)
+                with anyio.CancelScope() as scope:
                     async for event in stream:
                         if isinstance(event, TextDelta):
                             seen.append(event.text)
+                            if "".join(seen) == "Here is the plan: first":
+                                scope.cancel()
+                assert scope.cancelled_caught
                 assert stream.partial_text() == "Here is the plan: first"
         assert "".join(seen) == "Here is the plan: first"
 
