@@ -103,10 +103,12 @@ class TestKeepAlives:
     """Silence is measured on the wire: keep-alives keep a slow stream alive, silence stalls it."""
 
     async def test_keepalives_longer_than_the_idle_timeout_in_total(self, mock: MockProvider) -> None:
-        provider = OpenAIProvider("m", base_url=mock.openai_base_url, api_key="k", idle_timeout_s=0.6)
+        # 1.5 s of keep-alives 0.25 s apart against a 1 s idle timeout (0.6 s left a loaded
+        # machine only 0.35 s of slack per gap)
+        provider = OpenAIProvider("m", base_url=mock.openai_base_url, api_key="k", idle_timeout_s=1.0)
         body = openai_text("late")
         chunks = [b": keep-alive\n\n"] * 6 + [body]
-        mock.script(Script(chunks=chunks, sleeps=0.25))  # 1.5 s of keep-alives, 0.25 s apart
+        mock.script(Script(chunks=chunks, sleeps=0.25))
         _, response = await collect(provider, make_request())
         await provider.aclose()
         assert response.message.text == "late" and len(mock.requests) == 1
