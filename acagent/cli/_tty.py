@@ -18,7 +18,7 @@ class StdinLines:
     joins it: Ctrl-C (or a detach) would hang until Enter or until the pipe closes. So a line is
     assembled from ``os.read`` calls made when the descriptor is readable (``anyio.wait_readable``);
     a regular file (``attach ID < messages.txt``) never blocks and cannot be polled, so it is read
-    directly. Bytes past a newline are kept for the next line. Text is decoded as UTF-8 with
+    directly, as is a device epoll refuses (``< /dev/null``). Bytes past a newline are kept for the next line. Text is decoded as UTF-8 with
     replacement.
     """
 
@@ -37,7 +37,10 @@ class StdinLines:
 
         while b"\n" not in self._buf and not self._eof:
             if self._pollable:
-                await anyio.wait_readable(self.fd)
+                try:
+                    await anyio.wait_readable(self.fd)
+                except PermissionError:  # epoll refuses /dev/null too (EPERM): a device that never blocks
+                    self._pollable = False
             try:
                 chunk = os.read(self.fd, 65536)
             except BlockingIOError:

@@ -174,10 +174,12 @@ async def _close_at_exit(journal: Any) -> None:
 
 async def _join_cluster(tg: Any, state: Any, settings: Settings) -> Any:
     """On a PostgreSQL journal, join the cluster (docs/scale-out.md); None for SQLite."""
+    if settings.journal is None:  # SQLite: acagent.store.pg (and asyncpg, the `pg` extra) is not needed
+        return None
     from acagent.store.pg import PostgresJournal
 
     registry = state.registry
-    if not isinstance(registry.journal, PostgresJournal) or settings.journal is None:
+    if not isinstance(registry.journal, PostgresJournal):
         return None
     from acagent.server._cluster import RegistryHooks
     from acagent.server._inbox import ClusterInput

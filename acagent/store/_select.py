@@ -41,7 +41,17 @@ async def open_journal(settings: Settings, *, daemon_id: str | None = None) -> J
     """
     url = settings.journal
     if url:
-        from acagent.store.pg import is_pg_url, redact_url
+        try:
+            from acagent.store.pg import is_pg_url, redact_url
+        except ModuleNotFoundError as exc:
+            if exc.name != "asyncpg":
+                raise
+            from acagent._url import redact_url as without_secrets
+
+            raise ConfigError(
+                f"journal {without_secrets(url)!r} needs the PostgreSQL driver: pip install 'acagent[pg]'"
+                " (or unset it to use SQLite in ACAGENT_HOME)"
+            ) from exc
 
         if not is_pg_url(url):
             raise ConfigError(

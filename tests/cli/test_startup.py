@@ -204,7 +204,9 @@ def test_one_shot_turn_builds_only_the_payload_models_it_validates(
     assert set(seen["built"]) <= emitted - trusted, (seen["built"], emitted)
     assert seen["gc"] is True and seen["frozen"] > 1000, seen
     # No MCP server configured, no approval to replay: those models are defined, never built.
-    assert seen["deferred"] == dict.fromkeys(["McpConfig", "ServerConfig", "McpArgs", "ReplayedEvent"], False), seen
+    assert seen["deferred"] == dict.fromkeys(
+        ["McpConfig", "ServerConfig", "McpArgs", "ReplayedEvent"], False
+    ), seen
 
 
 def test_other_commands_turn_the_collector_back_on(tmp_path: Path) -> None:

@@ -49,3 +49,15 @@ async def test_a_regular_file_is_read_without_polling(tmp_path: Path) -> None:
         assert [await lines.readline() for _ in range(4)] == ["one\n", "two\n", "last without newline", ""]
     finally:
         os.close(fd)
+
+
+async def test_dev_null_is_end_of_input_not_an_error() -> None:
+    """``attach ID < /dev/null`` (scripts, nohup, systemd) ended with "Operation not permitted":
+    epoll refuses /dev/null as it refuses regular files, but it is a character device."""
+    fd = os.open(os.devnull, os.O_RDONLY)
+    try:
+        lines = StdinLines(fd)
+        assert await lines.readline() == ""
+        assert await lines.readline() == ""
+    finally:
+        os.close(fd)
