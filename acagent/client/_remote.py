@@ -105,6 +105,8 @@ def cursor_ahead(session_id: str, since: Any, last_seq: Any) -> E.CursorAhead:
     )
 
 
+STALL_CHECK_S = 2.0
+"""Seconds without a stream frame after which the daemon's process state is checked (F137)."""
 RETRIES = 2
 """Retries of a request sent with an ``Idempotency-Key`` (:meth:`RemoteSessionClient.request`)."""
 
@@ -281,7 +283,10 @@ class RemoteSessionClient:
                     compression=None,
                 ) as ws:
                     connected = True
-                    async for frame in ws:
+                    while True:
+                        frame = await self._next_frame(ws)
+                        if frame is None:
+                            break
                         data = orjson.loads(frame)
                         if data.get("type") == "stream.reset":
                             raise cursor_ahead(self.session_id, data.get("since"), data.get("last_seq"))
@@ -309,10 +314,37 @@ class RemoteSessionClient:
                     raise err from None
             except (ConnectionClosed, InvalidHandshake, OSError, TimeoutError, orjson.JSONDecodeError):
                 pass
+            if is_stopped(self.info.pid):  # a connection lost to a stopped daemon (F137)
+                check_answering(self.info)
             self.reconnects += 1
             if not connected:  # the daemon may have restarted on another port
                 self._refresh_info()
             delay = min(MAX_BACKOFF_S, 0.2 if got_any or not delay else delay * 2)
+
+    async def _next_frame(self, ws: Any) -> Any:
+        """The next frame of ``ws``, or None once it closed normally.
+
+        A daemon stopped (SIGSTOP, Ctrl-Z) while a stream is open sends nothing and its socket
+        stays open: the WebSocket ping would notice only after ``ping_interval + ping_timeout``
+        (40 s), and the reconnects after it would wait on for ever, a frozen screen with no word
+        (F137's stream case). So every :data:`STALL_CHECK_S` seconds without a frame the daemon's
+        process state is read (``/proc``, no request) and a stopped daemon ends the stream with
+        F137's one line. ``recv`` is cancellation-safe in websockets' asyncio client (a cancelled
+        call loses no message).
+
+        Raises:
+            DaemonUnavailable: the daemon's process is stopped.
+        """
+        from websockets.exceptions import ConnectionClosedOK
+
+        while True:
+            with anyio.move_on_after(STALL_CHECK_S):
+                try:
+                    return await ws.recv()
+                except ConnectionClosedOK:
+                    return None
+            if is_stopped(self.info.pid):
+                check_answering(self.info)
 
     async def aclose(self) -> None:
         """Close the HTTP client (if this object created it)."""

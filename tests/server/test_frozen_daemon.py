@@ -157,3 +157,39 @@ def test_an_unusable_url_in_daemon_json_is_one_line_f137(url: str, tmp_path: Pat
     with pytest.raises(DaemonUnavailable) as caught:
         check_answering(info, timeout=1.0)
     assert caught.value.detail["state"] == "not_answering" and "\n" not in caught.value.message
+
+
+def test_an_attached_stream_names_a_daemon_stopped_mid_stream_f137(
+    start_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Before: ``attach`` (and ``run`` through the daemon) printed nothing for as long as the daemon
+    stayed stopped — its socket stays open, so the stream just froze (145 s in a tester's run,
+    then killed by ``timeout``). Now the attacher names the stopped daemon within seconds."""
+    d = start_daemon()
+    work = tmp_path / "w"
+    work.mkdir()
+    sid = d.create(work)["id"]
+    attach = subprocess.Popen(
+        [ACAGENT, "attach", sid, "--json"],
+        env=d.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert attach.stdout is not None
+        first = attach.stdout.readline()  # the stream is live: the session's first event arrived
+        assert json.loads(first)["seq"] == 1, first
+        os.kill(d.pid, signal.SIGSTOP)
+        try:  # before: reconnects for ever once the WebSocket ping gave up (40 s)
+            _out, err = attach.communicate(timeout=60)
+        finally:
+            os.kill(d.pid, signal.SIGCONT)
+        assert attach.returncode == 1, err
+        assert "stopped" in err and f"kill -CONT {d.pid}" in err and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    finally:
+        if attach.poll() is None:
+            attach.kill()
+            attach.wait(10)
