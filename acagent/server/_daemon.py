@@ -174,7 +174,7 @@ async def _close_at_exit(journal: Any) -> None:
 
 async def _join_cluster(tg: Any, state: Any, settings: Settings) -> Any:
     """On a PostgreSQL journal, join the cluster (docs/scale-out.md); None for SQLite."""
-    if settings.journal is None:  # SQLite: acagent.store.pg (and asyncpg, the `pg` extra) is not needed
+    if not settings.journal:  # SQLite: acagent.store.pg (and asyncpg, the `pg` extra) is not needed
         return None
     from acagent.store.pg import PostgresJournal
 
