@@ -11,26 +11,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from acagent.errors import JournalError
-from acagent.store._migrations_later import (
-    m010_tool_call_by_session,
-    m011_usage_by_day,
-    m012_compact_step,
-    m013_session_text,
-    m014_last_message_seq,
-    m015_step_id_by_turn,
-)
+from acagent.store._migrations_later import LATER
 from acagent.store._sqlite_lease import live_lease_holder
 
-__all__ = [
-    "MIGRATIONS",
-    "m010_tool_call_by_session",
-    "m011_usage_by_day",
-    "m012_compact_step",
-    "m013_session_text",
-    "m014_last_message_seq",
-    "m015_step_id_by_turn",
-    "migrate",
-]
+__all__ = ["MIGRATIONS", "migrate"]
 
 
 def m001_initial(db: sqlite3.Connection) -> None:
@@ -286,12 +270,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m007_compact_journal,
     m008_usage_by_session,
     m009_step_by_session,
-    m010_tool_call_by_session,
-    m011_usage_by_day,
-    m012_compact_step,
-    m013_session_text,
-    m014_last_message_seq,
-    m015_step_id_by_turn,
+    *LATER,  # m010 onwards (store/_migrations_later.py)
 ]
 
 

@@ -10,8 +10,10 @@ that module's function of the same name.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 __all__ = [
+    "LATER",
     "m010_tool_call_by_session",
     "m011_usage_by_day",
     "m012_compact_step",
@@ -124,3 +126,14 @@ def m015_step_id_by_turn(db: sqlite3.Connection) -> None:
     from acagent.store._step_row import m015_step_id_by_turn as create
 
     create(db)
+
+
+LATER: list[Callable[[sqlite3.Connection], None]] = [
+    m010_tool_call_by_session,
+    m011_usage_by_day,
+    m012_compact_step,
+    m013_session_text,
+    m014_last_message_seq,
+    m015_step_id_by_turn,
+]
+"""The migrations of this module, in the order they run (``MIGRATIONS`` ends with them)."""
