@@ -20,6 +20,7 @@ __all__ = [
     "m013_session_text",
     "m014_last_message_seq",
     "m015_step_id_by_turn",
+    "m017_id_windows",
 ]
 
 
@@ -128,6 +129,18 @@ def m015_step_id_by_turn(db: sqlite3.Connection) -> None:
     create(db)
 
 
+def m017_id_windows(db: sqlite3.Connection) -> None:
+    """Step and tool call ids unique without a hash index written per row (:mod:`acagent.store._row_ids`).
+
+    ``step_log_rid`` and ``tool_call_tid`` made every insert rewrite a random leaf; a session's
+    newest rows are now found in its own key range and older ones in ``step_ids`` /
+    ``tool_call_ids``, filled a window of rows at a time.
+    """
+    from acagent.store._row_ids import m017_id_windows as create
+
+    create(db)
+
+
 LATER: list[Callable[[sqlite3.Connection], None]] = [
     m010_tool_call_by_session,
     m011_usage_by_day,
@@ -135,5 +148,6 @@ LATER: list[Callable[[sqlite3.Connection], None]] = [
     m013_session_text,
     m014_last_message_seq,
     m015_step_id_by_turn,
+    m017_id_windows,
 ]
 """The migrations of this module, in the order they run (``MIGRATIONS`` ends with them)."""

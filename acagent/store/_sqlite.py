@@ -35,6 +35,7 @@ from acagent.store._migrations import migrate
 from acagent.store._numbering import LAST_MESSAGE_CHARS
 from acagent.store._ops import Op
 from acagent.store._protocol import ImportedSession
+from acagent.store._row_ids import TOOL_CALLS, keys_sql, num_range
 from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
 from acagent.store._session_text import LAST_MESSAGE, WARNINGS, set_session_text, set_text
 from acagent.store._sqlite_commit import INSERT_EVENT, commit_tx, event_row, is_big
@@ -285,18 +286,16 @@ class SqliteJournal(SqliteConnections, SqliteLeases, SqliteReads, UsageQueries):
                 decision and why).
         """
 
-        tid = step_rid(session_id, tool_call_id)  # the m010 index
+        tid = step_rid(session_id, tool_call_id)  # found by its hash (m017)
+        found = f"key IN ({keys_sql(TOOL_CALLS)}) AND session_id = ? AND tool_call_id = ?"
 
         def tx(db: sqlite3.Connection) -> Any:
+            where = (*num_range(db, session_id), tid, tid, session_id, tool_call_id)
             cur = db.execute(
-                "UPDATE tool_call SET approval = ?, approval_note = ?"
-                f" WHERE tid = ? AND session_id = ? AND tool_call_id = ? AND {PENDING_APPROVAL}",
-                (decision, note, tid, session_id, tool_call_id),
+                f"UPDATE tool_call SET approval = ?, approval_note = ? WHERE {found} AND {PENDING_APPROVAL}",
+                (decision, note, *where),
             )
-            row = db.execute(
-                f"SELECT {', '.join(TOOL_COLS)} FROM tool_call WHERE tid = ? AND session_id = ? AND tool_call_id = ?",
-                (tid, session_id, tool_call_id),
-            ).fetchone()
+            row = db.execute(f"SELECT {', '.join(TOOL_COLS)} FROM tool_call WHERE {found}", where).fetchone()
             return cur.rowcount, row
 
         changed, row = await self._run(tx)

@@ -32,6 +32,7 @@ from acagent.store._ops import (
     UpdateToolCall,
 )
 from acagent.store._payload import encode_payload
+from acagent.store._row_ids import STEPS, TOOL_CALLS, claim, keys_sql
 from acagent.store._session_text import APPROVAL_RULES, set_text
 from acagent.store._step_row import insert_step_row, pack_ts
 from acagent.store._usage import RecordUsage
@@ -140,21 +141,27 @@ def next_key(db: sqlite3.Connection, table: str, num: int) -> int:
 
 def _insert_step(op: InsertStep, ctx: TxContext) -> Extra:
     row = (op.request_id, op.step_id, op.turn_id, op.digest, op.attempt, "inflight", None, ctx.ts, None)
-    insert_step_row(ctx.db, ctx.num, ctx.session_id, row)  # the compact row of m012
+    key, rid = next_key(ctx.db, "step_log", ctx.num), step_rid(ctx.session_id, op.request_id)
+    claim(ctx.db, STEPS, ctx.num, key, rid)  # the request id is unique (m017)
+    insert_step_row(ctx.db, ctx.num, ctx.session_id, row, key=key)  # the compact row of m012
     ctx.add("llm_calls", 1)
     ctx.add("llm_retries", 1 if op.attempt > 1 else 0)
     return None
 
 
 def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
-    cur = ctx.db.execute(  # the row found through the view (m012), by its rid
-        "UPDATE step_log SET status = ?, error = ?, finished_at = ? WHERE key = (SELECT key FROM step"
-        " WHERE rid = ? AND session_id = ? AND request_id = ?) AND status = 'inflight'",
+    rid = step_rid(ctx.session_id, op.request_id)
+    cur = ctx.db.execute(  # the row found by its rid (m017), its request id through the view (m012)
+        f"UPDATE step_log SET status = ?, error = ?, finished_at = ? WHERE key = (SELECT key FROM step"
+        f" WHERE key IN ({keys_sql(STEPS)}) AND session_id = ? AND request_id = ?) AND status = 'inflight'",
         (
             op.status,
             op.error,
             pack_ts(ctx.ts),
-            step_rid(ctx.session_id, op.request_id),
+            ctx.num,
+            (ctx.num + 1) << 32,
+            rid,
+            rid,
             ctx.session_id,
             op.request_id,
         ),
@@ -165,12 +172,14 @@ def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
 
 
 def _insert_tool_call(op: InsertToolCall, ctx: TxContext) -> Extra:
+    key, tid = next_key(ctx.db, "tool_call", ctx.num), step_rid(ctx.session_id, op.tool_call_id)
+    claim(ctx.db, TOOL_CALLS, ctx.num, key, tid)  # the id is unique in the session (m017)
     ctx.db.execute(
         "INSERT INTO tool_call (key, tid, session_id, tool_call_id, turn_id, step_id, idx, name, arguments,"
         " arguments_error, status, approval, idempotent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            next_key(ctx.db, "tool_call", ctx.num),  # the session's key range (m010)
-            step_rid(ctx.session_id, op.tool_call_id),
+            key,  # the session's key range (m010)
+            tid,
             ctx.session_id,
             op.tool_call_id,
             op.turn_id,
@@ -191,10 +200,11 @@ def _update_tool_call(op: UpdateToolCall, ctx: TxContext) -> Extra:
     sets = ["status = ?", *(f"{name} = ?" for name, _ in op.fields)]
     args: list[Any] = [op.to, *(value for _, value in op.fields)]
     marks = ",".join("?" * len(op.from_))
-    cur = ctx.db.execute(
-        f"UPDATE tool_call SET {', '.join(sets)} WHERE tid = ? AND session_id = ? AND tool_call_id = ?"
-        f" AND status IN ({marks})",
-        (*args, step_rid(ctx.session_id, op.tool_call_id), ctx.session_id, op.tool_call_id, *op.from_),
+    tid = step_rid(ctx.session_id, op.tool_call_id)
+    cur = ctx.db.execute(  # the row found by its tid (m017)
+        f"UPDATE tool_call SET {', '.join(sets)} WHERE key IN ({keys_sql(TOOL_CALLS)}) AND session_id = ?"
+        f" AND tool_call_id = ? AND status IN ({marks})",
+        (*args, ctx.num, (ctx.num + 1) << 32, tid, tid, ctx.session_id, op.tool_call_id, *op.from_),
     )
     if cur.rowcount != 1:
         raise InvalidTransition(

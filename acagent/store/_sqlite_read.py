@@ -18,6 +18,7 @@ from acagent.errors import JournalError, SessionNotFound, check_session_prefix
 from acagent.events import Event
 from acagent.store._ops import CONTEXT_READ_TYPES
 from acagent.store._payload import decode_payload
+from acagent.store._row_ids import TOOL_CALLS, keys_sql, num_range
 from acagent.store._rows import (
     PENDING_APPROVAL,
     STEP_COLS,
@@ -301,10 +302,11 @@ class SqliteReads:
 
         def q(db: sqlite3.Connection) -> Any:
             marks = ",".join("?" * len(ids))
-            return db.execute(  # through the tool_call_tid index (m010)
-                f"SELECT tool_call_id FROM tool_call WHERE tid IN ({marks}) AND session_id = ?"
-                f" AND tool_call_id IN ({marks})",
-                (*(step_rid(session_id, i) for i in ids), session_id, *ids),
+            tids = [step_rid(session_id, i) for i in ids]
+            return db.execute(  # the session's window, then tool_call_ids (m017)
+                f"SELECT tool_call_id FROM tool_call WHERE key IN ({keys_sql(TOOL_CALLS, len(ids))})"
+                f" AND session_id = ? AND tool_call_id IN ({marks})",
+                (*num_range(db, session_id), *tids, *tids, session_id, *ids),
             ).fetchall()
 
         return {r[0] for r in await self._run_short(q, writes=False)}

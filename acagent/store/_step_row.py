@@ -99,15 +99,19 @@ def insert_step_row(
     num: int,
     session_id: str,
     row: tuple[str, str, str, str, int, str, str | None, str, str | None],
+    *,
+    key: int | None = None,
 ) -> None:
     """Insert one step of session ``num`` into ``step_log`` (m012), at the end of its key range.
 
     Args:
         row: ``(request_id, step_id, turn_id, digest, attempt, status, error, started_at,
             finished_at)`` as the ``step`` view reads them back.
+        key: the row's key (default: the session's next; ``InsertStep`` has checked the request
+            id's uniqueness for it, :func:`acagent.store._row_ids.claim`).
 
     Raises:
-        sqlite3.IntegrityError: the session already has that request id (``step_log_rid``).
+        sqlite3.IntegrityError: before m017, the journal already has that request id (``step_log_rid``).
     """
     from acagent.store._sqlite_ops import next_key, step_rid  # (it imports this module)
 
@@ -119,7 +123,7 @@ def insert_step_row(
         "INSERT INTO step_log (key, rid, request_id, step_id, mid, turn_id, digest, attempt, status, error,"
         " started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            next_key(db, "step_log", num),
+            next_key(db, "step_log", num) if key is None else key,
             step_rid(session_id, request_id),
             packed_request,
             packed_step,

@@ -16,6 +16,7 @@ import pytest
 from acagent.errors import ApprovalNotFound, InvalidTransition, JournalError
 from acagent.store import InsertToolCall, SqliteJournal, UpdateToolCall
 from acagent.store._manage import remove_session
+from acagent.store._row_ids import TOOL_CALLS, keys_sql
 from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS
 from acagent.store._sqlite import PAGE_SIZE
 from tests.store._old_journal import journal_upto
@@ -115,13 +116,14 @@ async def test_pre_m010_database_migrates_and_every_tool_call_query_keeps_its_an
         r[0]
         for r in db.execute("SELECT name FROM sqlite_schema WHERE tbl_name = 'tool_call' AND type = 'index'")
     }
-    assert indexes == {"tool_call_tid", "tool_call_pending"}
+    assert indexes == {"tool_call_pending"}  # tool_call_tid until m017 (acagent/store/_row_ids.py)
     db.close()
 
 
 async def test_pending_and_id_queries_use_the_small_indexes(tmp_path: Path) -> None:
     """The pending-approval queries can use the partial index (its condition is PENDING_APPROVAL:
-    else INDEXED BY fails them); an id is found through the 8-byte hash index, not a scan."""
+    else INDEXED BY fails them); an id is found through its hash in the session's newest keys and
+    ``tool_call_ids`` (m017), not a scan."""
     path = tmp_path / "a.db"
     j = await SqliteJournal.open(path)
     await j.aclose()
@@ -137,9 +139,13 @@ async def test_pending_and_id_queries_use_the_small_indexes(tmp_path: Path) -> N
     assert "tool_call_pending" in plan(
         f"SELECT {cols} FROM tool_call INDEXED BY tool_call_pending WHERE session_id = ? AND {PENDING_APPROVAL} ORDER BY key"
     )
-    assert "tool_call_tid" in plan(
-        "UPDATE tool_call SET status = 'done' WHERE tid = ? AND session_id = ? AND tool_call_id = ?"
+    found = plan(
+        f"UPDATE tool_call SET status = 'done' WHERE key IN ({keys_sql(TOOL_CALLS)}) AND session_id = ?"
+        " AND tool_call_id = ?"
     )
+    assert "SEARCH tool_call USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in found
+    assert "SEARCH tool_call_ids USING INTEGER PRIMARY KEY (rowid=?)" in found
+    assert "SCAN" not in found
     db.close()
 
 
@@ -156,9 +162,10 @@ def _wal_btrees(path: Path) -> list[str]:
     )
 
 
-async def test_tool_call_intent_writes_its_leaf_and_one_hash_entry(tmp_path: Path) -> None:
-    """A tool call's intent writes the tool_call leaf and its tool_call_tid entry (no text key index);
-    only a call that waits for an approval adds a tool_call_pending entry."""
+async def test_tool_call_intent_writes_its_leaf_and_no_index(tmp_path: Path) -> None:
+    """A tool call's intent writes the tool_call leaf (no text key index, and since m017 no hash
+    index entry: its id is checked in the session's newest rows); only a call that waits for an
+    approval adds a tool_call_pending entry."""
     path = tmp_path / "a.db"
     j = await SqliteJournal.open(path)
     try:
@@ -183,7 +190,7 @@ async def test_tool_call_intent_writes_its_leaf_and_one_hash_entry(tmp_path: Pat
             other.close()
             await j.commit(row.id, [("tool.call", {"n": n})], lease=lease, ops=[op])
             seen.append(_wal_btrees(path))
-        assert seen[1] == sorted(["event_log", "session", "tool_call", "tool_call_tid"])
-        assert seen[2] == sorted(["event_log", "session", "tool_call", "tool_call_tid", "tool_call_pending"])
+        assert seen[1] == sorted(["event_log", "session", "tool_call"])
+        assert seen[2] == sorted(["event_log", "session", "tool_call", "tool_call_pending"])
     finally:
         await j.aclose()
