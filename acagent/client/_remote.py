@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from acagent._pids import is_stopped
 from acagent.client._base import ReplayedEvent
 from acagent.client._discovery import DaemonInfo, DaemonUnavailable, check_answering, daemon_info, read_token
 from acagent.client._opened import Opened
+from acagent.client._remote_errors import cursor_ahead, error_from_envelope, map_http
 from acagent.events import Event
 from acagent.settings import Settings
 
@@ -53,72 +54,10 @@ __all__ = [
 MAX_BACKOFF_S = 10.0
 
 
-_CODES: dict[str, type[E.AcagentError]] = {
-    cls.code: cls
-    for cls in (
-        E.UserError,
-        E.ConfigError,
-        E.SessionNotFound,
-        E.ApprovalNotFound,
-        E.TranscriptError,
-        E.SessionBusy,
-        E.ConcurrencyCap,
-        E.StaleLease,
-        E.InvalidTransition,
-        E.JournalError,
-        E.ProviderError,
-        E.CursorAhead,
-        E.BodyTooLarge,
-        E.TooManyAttachers,
-    )
-}
-
-
-def error_from_envelope(status: int, body: Any) -> E.AcagentError:
-    """Map a daemon error answer back to the :mod:`acagent.errors` class of its ``code``."""
-    err = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(err, dict):
-        return DaemonUnavailable(f"the daemon answered HTTP {status} without an error envelope")
-    code = str(err.get("code") or "internal")
-    message = str(err.get("message") or code)
-    cls = _CODES.get(code)
-    if cls is None:
-        if status == 404:
-            cls = E.SessionNotFound
-        elif 400 <= status < 500:
-            cls = E.UserError
-        else:
-            cls = E.AcagentError
-    exc = cls(message, detail=err.get("detail"))
-    if cls.code != code:
-        exc.code = code
-        exc.status_code = status
-    return exc
-
-
-def cursor_ahead(session_id: str, since: Any, last_seq: Any) -> E.CursorAhead:
-    """The :class:`~acagent.errors.CursorAhead` a client raises for a ``stream.reset`` (F30)."""
-    return E.CursorAhead(
-        f"--since {since} is ahead of session {session_id}'s last seq {last_seq} (was the data"
-        f" directory restored from an older copy?); attach with --since {last_seq} or lower",
-        detail={"since": since, "last_seq": last_seq},
-    )
-
-
 STALL_CHECK_S = 2.0
 """Seconds without a stream frame after which the daemon's process state is checked (F137)."""
 RETRIES = 2
 """Retries of a request sent with an ``Idempotency-Key`` (:meth:`RemoteSessionClient.request`)."""
-
-
-@contextmanager
-def _map_http() -> Iterator[None]:
-    try:
-        yield
-    except httpx.TimeoutException as exc:
-        raise DaemonUnavailable(f"the daemon did not answer in time ({type(exc).__name__})") from exc
-    except httpx.TransportError as exc:
-        raise DaemonUnavailable(f"cannot reach the daemon: {exc}; is `acagent serve` running?") from exc
 
 
 class RemoteSessionClient:
@@ -176,7 +115,7 @@ class RemoteSessionClient:
             headers["idempotency-key"] = f"cli-{os.urandom(12).hex()}"
         for attempt in range(RETRIES + 1 if idempotent else 1):
             try:
-                with _map_http():
+                with map_http():
                     resp = await self.http.request(method, self.info.url + path, headers=headers, **kw)
                 break
             except DaemonUnavailable:
