@@ -31,6 +31,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import anyio
 
+from acagent.providers._h1_send import Spool, write_request
 from acagent.providers._h1_response import (
     Headers,
     Response,
@@ -119,6 +120,9 @@ class Client:
     def __init__(self, headers: dict[str, str]) -> None:
         self.headers = {k.lower(): v for k, v in headers.items()}
         self._idle: list[_Connection] = []
+        self.spool = Spool()
+        """Large body parts that recur from request to request, sent from memory files
+        (:mod:`acagent.providers._h1_send`)."""
 
     def build_request(
         self, method: str, url: str, *, content: bytes | Any, headers: dict[str, str]
@@ -153,9 +157,7 @@ class Client:
         conn = await self._connect(request)
         try:
             try:
-                await conn.stream.send(request.head())
-                for part in request.parts:
-                    await conn.stream.send(part)
+                await write_request(conn.stream, request.head(), request.parts, self.spool)
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise WireError(f"sending the request failed: {exc!r}") from exc
             while True:
@@ -178,7 +180,8 @@ class Client:
         return True
 
     async def aclose(self) -> None:
-        """Close the idle connections."""
+        """Close the idle connections and the spool's memory files."""
         idle, self._idle = self._idle, []
+        self.spool.close()
         for conn in idle:
             await conn.aclose()
