@@ -165,16 +165,20 @@ exporter's thread.
 sessions (an empty journal costs the same). Keep heavy imports lazy in `acagent/runner` and `acagent/tools`.
 """,
     "openai CPU per call flat in history": """
-**Finding (figure 8).** Encoding a call is O(new messages) and the part of the body two calls share is not joined
-again: `BodyEncoder.messages` finds the common prefix by list-slice comparison (`_common_prefix`), the shared items
-are kept joined between calls (`_Runs` in `acagent/providers/_body.py`) and the body is posted as its parts
-(`BodyEncoder.parts` → `BodyParts` in `acagent/providers/_http.py`, a Content-Length body). What still grows with
-history is the kernel's work of sending the ≈ 2 MB (`socket.send`), and the loop thread's own, unchanged work runs
-slower while the mock decodes and validates that body on the other core. In a failing profile look for a
-`bytes.join` of megabytes (a body joined again: `encode_body` instead of `encode_parts` on the send path), for
-`_SelectorSocketTransport.write` copying (a first `send` that takes only part of a large part copies the rest into
-the transport's buffer: split large parts, or a larger `SO_SNDBUF`), and for `check_history`/`_valid_prefix`
-(outside the timed part; the history check is O(new messages) only while the new request extends the last one).
+**Finding (figure 8).** A call's own work is O(new messages) except handing the bytes to the kernel:
+`BodyEncoder.messages` (`acagent/providers/_body.py`) keeps the previous call's messages, items and marks and
+updates them in place (the shared prefix is found with one or two list-slice comparisons in the usual cases,
+`_shared`), the shared items are kept joined (`_Runs`) and the body is posted as its parts; on plain http a large
+part that the previous request sent too goes from a memory file (`os.sendfile`, `Spool` in
+`acagent/providers/_h1_send.py`), so the kernel references its pages instead of copying ≈ 2 MB per call
+(`_copy_from_iter` under `send` was ≈ 0.5 ms of a 500-turn call). What still grows is the kernel's per-page work of
+that `sendfile` (≈ 0.25 ms at 500 turns). In a failing profile look for `stream.send` of a large part or
+`_copy_from_iter` (the spool not used: `Spool.sent_from_files` stays 0 — a stream without a real socket, or a
+kernel that refuses the first write), a `bytes.join` of megabytes (a body joined again: `encode_body` instead of
+`encode_parts` on the send path), copies of the history in `BodyEncoder.messages` (`list_slice`), and, for the
+measurement, the mock's answer time differing between lengths: `benchmarks/_mock_server.py` pads it to
+`LATENCY_S`, and a machine so loaded that validating a 500-turn body takes longer makes those calls wait longer
+(cold caches after the wait cost ≈ 0.8 ms of CPU per call).
 """,
     "1 MB of arguments in 9-byte fragments": """
 **Finding (figure 8, argument assembly).** Each fragment is one wire event. The OpenAI adapter reads the commonest

@@ -72,10 +72,16 @@ class BodyEncoder:
         self._merge = merge
         self._cache: dict[int, tuple[Message, list[tuple[dict[str, Any], bytes]]]] = {}
         self._tools: tuple[object, bytes] | None = None
-        self._last: tuple[list[Message], list[tuple[dict[str, Any], bytes]], list[int]] = ([], [], [])
-        """The previous call: its messages, its wire items, and per message the item count so far."""
+        # The previous call, kept and updated in place (a call with one new message touches
+        # only what changed: copying these per call was O(history), each entry a cache miss).
+        self._msgs: list[Message] = []
+        """The previous call's messages."""
+        self._items: list[tuple[dict[str, Any], bytes]] = []
+        """Its wire items (the prefix's first)."""
+        self._marks: list[int] = []
+        """Per message, the item count after it."""
         self._merged: list[bool] = []
-        """Per message of the previous call: its first wire item merged into the item before."""
+        """Per message, whether its first wire item merged into the item before."""
         self._runs = _Runs()
         self.encoded = 0
 
@@ -102,40 +108,41 @@ class BodyEncoder:
         sent as runs joined before (:class:`_Runs`), not joined again.
         """
         head = [(d, orjson.dumps(d)) for d in prefix]
-        last_msgs, last_out, last_marks = self._last
+        items, marks, merged_flags = self._items, self._marks, self._merged
         same = 0
-        if [d for d, _ in head] == [d for d, _ in last_out[: len(head)]] and len(last_marks) > 0:
-            same = common_prefix(messages if isinstance(messages, list) else list(messages), last_msgs)
+        if marks and [d for d, _ in head] == [d for d, _ in items[: len(head)]]:
+            same = _shared(messages, self._msgs)
         # Restart at a message that did not merge into the one before it: the items before it
         # are then exactly what the previous call built for those messages.
-        last_merged = self._merged
-        while 0 < same < len(last_merged) and last_merged[same]:
+        while 0 < same < len(merged_flags) and merged_flags[same]:
             same -= 1
-        keep = last_marks[same - 1] if same else 0
+        keep = marks[same - 1] if same else 0
         """Items identical to the previous call's (a merge into the last of them lowers it)."""
-        out = head if same == 0 else last_out[:keep]
-        marks = last_marks[:same]
-        merged_flags = last_merged[:same]
-        for message in messages[same:]:
+        if same:
+            del items[keep:]
+        else:
+            items[:] = head
+        del marks[same:], merged_flags[same:], self._msgs[same:]
+        new = messages[same:]
+        for message in new:
             first = True
             merged_here = False
             for item in self._entry(message):
-                merged = self._merge(out[-1][0], item[0]) if out else None
+                merged = self._merge(items[-1][0], item[0]) if items else None
                 if merged is not None:
-                    keep = min(keep, len(out) - 1)
-                    out[-1] = (merged, orjson.dumps(merged))
+                    keep = min(keep, len(items) - 1)
+                    items[-1] = (merged, orjson.dumps(merged))
                     merged_here = merged_here or first
                 else:
-                    out.append(item)
+                    items.append(item)
                 first = False
-            marks.append(len(out))
+            marks.append(len(items))
             merged_flags.append(merged_here)
-        self._last = (list(messages), out, marks)
-        self._merged = merged_flags
+        self._msgs.extend(new)
         if len(self._cache) > 2 * len(messages) + 64:  # forget messages no longer sent
             keep_ids = {id(m) for m in messages}
             self._cache = {k: v for k, v in self._cache.items() if k in keep_ids}
-        return EncodedArray(self._runs.parts(out, keep))  # joined once, in body()
+        return EncodedArray(self._runs.parts(items, keep))  # joined once, in body()
 
     def tools(self, tools: object, encode: Callable[[], list[dict[str, Any]]]) -> bytes:
         """The JSON of the tool list ``tools`` (encoded once per list object)."""
@@ -173,6 +180,21 @@ class BodyEncoder:
         pieces.append(b"}")
         out.append(b"".join(pieces))
         return out
+
+
+def _shared(messages: Sequence[Message], last: list[Message]) -> int:
+    """How many leading messages ``messages`` shares with the previous call's ``last``
+    (:func:`~acagent.messages.common_prefix`), trying first the two usual cases with one list
+    slice each: ``messages`` extends ``last``, or replaces its last message."""
+    n = len(last)
+    if not isinstance(messages, list):
+        messages = list(messages)
+    if len(messages) >= n and messages[n - 1 : n] == last[n - 1 :]:
+        if messages[:n] == last:
+            return n
+    elif n > 1 and messages[n - 2 : n - 1] == last[n - 2 : n - 1] and messages[: n - 1] == last[: n - 1]:
+        return n - 1
+    return common_prefix(messages, last)
 
 
 class EncodedArray:

@@ -31,7 +31,6 @@ from urllib.parse import quote, unquote, urlsplit
 
 import anyio
 
-from acagent.providers._h1_send import Spool, write_request
 from acagent.providers._h1_response import (
     Headers,
     Response,
@@ -39,6 +38,7 @@ from acagent.providers._h1_response import (
     _Connection,
     read_head,
 )
+from acagent.providers._h1_send import Spool, write_request
 
 __all__ = ["Client", "Headers", "Request", "Response", "WireError", "usable_for"]
 

@@ -75,7 +75,8 @@ class Spool:
         """
         if not _USABLE:
             return list(parts)
-        old, new = self._files, {}
+        old = self._files
+        new: dict[int, tuple[bytes, int | None]] = {}
         out: list[bytes | tuple[bytes, int]] = []
         for part in parts:
             if len(part) < SPOOL_MIN:
@@ -142,7 +143,7 @@ def _socket_fd(stream: anyio.abc.SocketStream) -> int | None:
     if sock is None or getattr(sock, "type", None) != socket.SOCK_STREAM:
         return None
     fd = sock.fileno()
-    return fd if isinstance(fd, int) and fd >= 0 else None
+    return fd if fd >= 0 else None
 
 
 async def write_request(

@@ -173,3 +173,51 @@ async def test_a_body_in_parts_is_sent_with_its_content_length(mock: MockProvide
     assert sent.body == _provider(api).encode_body(request)
     assert sent.headers["content-length"] == str(len(sent.body))
     assert "transfer-encoding" not in sent.headers
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_bodies_on_the_wire_equal_fresh_encodings_through_growth_compaction_and_edits(
+    mock: MockProvider, api: str
+) -> None:
+    """The cached and incremental encoding (items kept from the previous call, joined runs,
+    large parts sent from memory files) posts byte for byte the body a fresh provider encodes:
+    as the history grows, after a compaction (the summary merged into the first kept message,
+    the rest the same objects: ``runner/_cut.py`` ``merge_summary``), as it grows again, and
+    with its last message replaced (a retried question)."""
+    from acagent.runner._cut import merge_summary
+
+    if api == "openai":
+        provider: OpenAIProvider | AnthropicProvider = OpenAIProvider(
+            "m", base_url=mock.openai_base_url, api_key="k"
+        )
+    else:
+        provider = AnthropicProvider("m", base_url=mock.anthropic_base_url, api_key="k")
+    big = [
+        Message(role="user", parts=[TextPart(text="big " + "z" * 70_000)]),
+        Message(role="assistant", parts=[TextPart(text="seen")]),
+    ]
+    h = history(35)
+    past = [*h[:120], *big, *h[120:]]  # 30 turns, the big one, 5 turns
+    sent: list[tuple[bytes, bytes]] = []
+
+    async def call(messages: list[Message], i: int) -> None:
+        request = make_request(messages, system="sys", tools=TOOLS)
+        mock.script(TextReply("ok"))
+        await collect(provider, request)
+        sent.append((mock.requests[-1].body, _provider(api).encode_body(request)))
+
+    for i in range(3):
+        question = Message(role="user", parts=[TextPart(text=f"grow {i}")])
+        await call([*past, question], i)
+        past = [*past, question, Message(role="assistant", parts=[TextPart(text=f"reply {i}")])]
+    past = merge_summary("what happened so far", past[-(len(big) + 5 * 4 + 6) :])
+    for i in range(3):
+        question = Message(role="user", parts=[TextPart(text=f"after {i}")])
+        await call([*past, question], 10 + i)
+        if i < 2:
+            past = [*past, question, Message(role="assistant", parts=[TextPart(text=f"again {i}")])]
+    await call([*past, Message(role="user", parts=[TextPart(text="after 2, asked again")])], 20)
+    spool = provider._client.spool  # type: ignore[attr-defined]
+    await provider.aclose()
+    assert all(wire == fresh for wire, fresh in sent)
+    assert spool.sent_from_files > 0  # the large shared parts went from memory files
