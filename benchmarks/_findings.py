@@ -89,7 +89,10 @@ indexes (`step_log_rid` 3.8 frames per turn, `tool_call_tid` 1.3): a session's n
 their hash in its own key range, older ones in `step_ids` / `tool_call_ids`, which the insert that finds the
 window full fills with the whole window in one statement (0.3 + 0.2 frames per turn; `acagent/store/_row_ids.py`):
 50.5 → 45.7 frames per turn at history 50, bytes per turn 37.2/48.6/49.4 KB → 35.6/46.2/47.6 KB at history
-1/50/200 (2.77/3.56/3.62× → 2.65/3.39/3.49×).
+1/50/200 (2.77/3.56/3.62× → 2.65/3.39/3.49×). m018 put an LLM call's usage in its step's own row,
+which the `FinishStep` of the same commit rewrites anyway (`acagent/store/_usage_step.py`; `usage` is a view
+of those rows and `usage_log`): the `usage` table's 3.2 frames per turn went, `step_log` 4.5 → 4.6; 45.7 →
+42.8 frames, 34.0/43.8/45.3 KB per turn (2.54/3.21/3.32×).
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** What a `durability = "normal"` commit costs now, on the event loop's thread

@@ -47,7 +47,7 @@ async def fail_turn(turn: Turn, exc: Exception) -> None:
         log.exception("session %s: turn %s failed", sid, turn.turn_id)
         leaf = leaf_exception(exc)  # the bug itself, not "unhandled errors in a TaskGroup"
         exc = leaf if isinstance(leaf, Exception) else exc
-    with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+    with anyio.CancelScope(shield=True), anyio.move_on_after(10) as bound:
         try:
             await turn.fail(
                 error_type=exc.code if isinstance(exc, AcagentError) else type(exc).__name__,
@@ -57,6 +57,8 @@ async def fail_turn(turn: Turn, exc: Exception) -> None:
             if isinstance(second, StaleLease) or not isinstance(exc, AcagentError):
                 raise
             raise exc from second
+    if bound.cancelled_caught and isinstance(exc, AcagentError):
+        raise exc  # turn.failed did not land in time (e.g. it waited for disk space): name the cause
 
 
 def halt_error(session_id: str, turn: Turn | None, error: AcagentError | None) -> TurnHalted | None:

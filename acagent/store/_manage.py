@@ -25,6 +25,7 @@ from acagent.errors import SessionBusy, UserError
 from acagent.store._ops import ACTIVE
 from acagent.store._row_ids import drop_session
 from acagent.store._transcript import transcript_path
+from acagent.store._usage_step import keep_usage
 
 __all__ = ["archive_session", "remove_session", "rename_session"]
 
@@ -113,6 +114,7 @@ async def remove_session(journal: Any, session_id: str, sessions_dir: Path) -> s
             num = db.execute("SELECT num FROM session WHERE id = ?", (row.id,)).fetchone()[0]
             if num is not None:  # its events, steps, tool calls: one key range each (m007, m012, m010)
                 drop_session(db, num)  # their ids first (m017)
+                keep_usage(db, num)  # the usage its steps hold stays, in usage_log (m018)
                 for table in ("event_log", "step_log", "tool_call"):  # fixed table names
                     db.execute(f"DELETE FROM {table} WHERE key > ? AND key < ?", (num << 32, (num + 1) << 32))
                 db.execute(

@@ -21,6 +21,7 @@ __all__ = [
     "m014_last_message_seq",
     "m015_step_id_by_turn",
     "m017_id_windows",
+    "m018_usage_in_step",
 ]
 
 
@@ -141,6 +142,14 @@ def m017_id_windows(db: sqlite3.Connection) -> None:
     create(db)
 
 
+def m018_usage_in_step(db: sqlite3.Connection) -> None:
+    """An LLM call's usage in its step's row; ``usage`` a view of those and ``usage_log``
+    (:mod:`acagent.store._usage_step`)."""
+    from acagent.store._usage_step import m018_usage_in_step as create
+
+    create(db)
+
+
 LATER: list[Callable[[sqlite3.Connection], None]] = [
     m010_tool_call_by_session,
     m011_usage_by_day,
@@ -149,5 +158,6 @@ LATER: list[Callable[[sqlite3.Connection], None]] = [
     m014_last_message_seq,
     m015_step_id_by_turn,
     m017_id_windows,
+    m018_usage_in_step,
 ]
 """The migrations of this module, in the order they run (``MIGRATIONS`` ends with them)."""

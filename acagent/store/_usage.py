@@ -1,7 +1,9 @@
 """Usage rows: one per LLM call, written in the same transaction as its ``usage`` event.
 
-The ``usage`` table (one row per paid LLM attempt, keyed by its ``request_id``) is what caps and ``acagent usage`` read (the ``usage`` events stay the
-record of truth; this table is an index of them kept in the same commit, so it never lags).
+The ``usage`` rows (one per paid LLM attempt, keyed by its ``request_id``) are what caps and ``acagent usage`` read (the ``usage`` events stay the
+record of truth; the rows are an index of them kept in the same commit, so they never lag). On
+SQLite ``usage`` is a view since m018: most rows are held by their step's own ``step_log`` row,
+the others by ``usage_log`` (:mod:`acagent.store._usage_step`).
 ``day`` is the local calendar day of the commit (``YYYY-MM-DD``), which is what a daily cap
 counts. ``cost_usd`` is the price at call time, or NULL when it was not looked up then (no USD
 cap and no metrics: pricing costs an import a one-shot run should not pay); readers price NULL
@@ -139,26 +141,19 @@ class RecordUsage(Frozen):
         )
 
     def apply(self, ctx: Any) -> None:
-        """Insert the row inside the commit transaction (``ctx`` is a ``TxContext``)."""
-        db: sqlite3.Connection = ctx.db
-        from acagent.store._sqlite_ops import next_key  # (it imports this module)
+        """Record the usage inside the commit transaction (``ctx`` is a ``TxContext``): in the
+        step's own row when the step finished in this commit (m018), else a ``usage_log`` row."""
+        from acagent.store._usage_step import record_usage  # (it imports modules that import this one)
 
-        db.execute(
-            "INSERT INTO usage (key, session_id, request_id, ts, day, model, input_tokens, cached_input_tokens,"
-            " output_tokens, reasoning_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                next_key(db, "usage", ctx.num),  # the session's key range (m008)
-                ctx.session_id,
-                self.request_id,
-                ctx.ts,
-                local_day(ctx.now),
-                self.model,
-                self.input_tokens,
-                self.cached_input_tokens,
-                self.output_tokens,
-                self.reasoning_tokens,
-                self.cost_usd,
-            ),
-        )
+        values = {
+            "request_id": self.request_id,
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cost_usd": self.cost_usd,
+        }
+        record_usage(ctx.db, ctx.num, ctx.session_id, ctx.ts, local_day(ctx.now), values)
         ctx.add("input_tokens", self.input_tokens)  # in the commit's UPDATE session (TxContext.adds)
         ctx.add("output_tokens", self.output_tokens)

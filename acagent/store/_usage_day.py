@@ -6,7 +6,7 @@ import sqlite3
 
 from acagent.store._usage_queries import _DAY_COLS, _SUMS, _UNPRICED_SUMS
 
-__all__ = ["m011_usage_by_day"]
+__all__ = ["day_add", "m011_usage_by_day"]
 
 
 def m011_usage_by_day(db: sqlite3.Connection) -> None:
@@ -44,12 +44,18 @@ def m011_usage_by_day(db: sqlite3.Connection) -> None:
         f"INSERT INTO usage_by_day (day, model, {_DAY_COLS}) SELECT day, model, {_SUMS}, {_UNPRICED_SUMS}"
         " FROM usage GROUP BY day, model"
     )
-    db.execute(
-        f"""CREATE TRIGGER usage_by_day_add AFTER INSERT ON usage BEGIN
-            INSERT INTO usage_by_day (day, model, {_DAY_COLS}) VALUES (NEW.day, NEW.model, 1, NEW.input_tokens,
-                NEW.cached_input_tokens, NEW.output_tokens, NEW.reasoning_tokens, COALESCE(NEW.cost_usd, 0.0),
-                NEW.cost_usd IS NULL, IIF(NEW.cost_usd IS NULL, NEW.input_tokens, 0),
-                IIF(NEW.cost_usd IS NULL, NEW.cached_input_tokens, 0), IIF(NEW.cost_usd IS NULL, NEW.output_tokens, 0))
+    new = [f"NEW.{c}" for c in ("day", "model", "input_tokens", "cached_input_tokens", "output_tokens")]
+    new += ["NEW.reasoning_tokens", "NEW.cost_usd"]
+    db.execute(f"CREATE TRIGGER usage_by_day_add AFTER INSERT ON usage BEGIN {day_add(*new)}; END")
+
+
+def day_add(day: str, model: str, inp: str, cached: str, out: str, reasoning: str, cost: str) -> str:
+    """The statement that adds one usage row to its ``usage_by_day`` row, from SQL expressions of
+    the row's values (``NEW.day`` … in a trigger, ``?`` for parameters: ``m018_usage_in_step``)."""
+    unpriced = f"{cost} IS NULL"
+    return f"""INSERT INTO usage_by_day (day, model, {_DAY_COLS}) VALUES ({day}, {model}, 1, {inp}, {cached},
+                {out}, {reasoning}, COALESCE({cost}, 0.0), {unpriced}, IIF({unpriced}, {inp}, 0),
+                IIF({unpriced}, {cached}, 0), IIF({unpriced}, {out}, 0))
             ON CONFLICT (day, model) DO UPDATE SET calls = calls + 1,
                 input_tokens = input_tokens + excluded.input_tokens,
                 cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens,
@@ -59,6 +65,4 @@ def m011_usage_by_day(db: sqlite3.Connection) -> None:
                 unpriced_calls = unpriced_calls + excluded.unpriced_calls,
                 unpriced_input_tokens = unpriced_input_tokens + excluded.unpriced_input_tokens,
                 unpriced_cached_input_tokens = unpriced_cached_input_tokens + excluded.unpriced_cached_input_tokens,
-                unpriced_output_tokens = unpriced_output_tokens + excluded.unpriced_output_tokens;
-        END"""
-    )
+                unpriced_output_tokens = unpriced_output_tokens + excluded.unpriced_output_tokens"""

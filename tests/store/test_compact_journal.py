@@ -277,8 +277,8 @@ async def test_step_and_usage_commits_write_one_page_per_table(tmp_path: Path) -
     """m008/m009/m012/m017: a step's intent writes the session row, the event leaf and the
     ``step_log`` leaf (its request id is checked in the session's newest rows and ``step_ids``,
     written a window of rows at a time: no hash-index leaf per step); its finish with usage the
-    session row, the event leaf, the step leaf and the usage leaf and its day's ``usage_by_day`` row
-    (m011) — no text index anywhere."""
+    session row, the event leaf, the step leaf (which holds the usage since m018: no ``usage_log``
+    leaf) and its day's ``usage_by_day`` row (m011) — no text index anywhere."""
     path = tmp_path / "a.db"
     j = await SqliteJournal.open(path)
     try:
@@ -294,8 +294,6 @@ async def test_step_and_usage_commits_write_one_page_per_table(tmp_path: Path) -
             after_insert = _wal_frames(path)
             await j.commit(row.id, [("usage", {"n": n})], lease=lease, ops=finish)
         assert _wal_btrees(path, 0, after_insert) == sorted(["event_log", "session", "step_log"])
-        assert _wal_btrees(path, after_insert) == sorted(
-            ["event_log", "session", "step_log", "usage", "usage_by_day"]
-        )
+        assert _wal_btrees(path, after_insert) == sorted(["event_log", "session", "step_log", "usage_by_day"])
     finally:
         await j.aclose()
