@@ -183,12 +183,13 @@ def clone_sessions(db_path: Path, session_id: str, n: int) -> list[str]:
     import sqlite3
     import time
 
+    from acagent.store._frames import stored_events
     from acagent.store._payload import encode_payload, payload_text
 
     db = sqlite3.connect(db_path, isolation_level=None)
     try:
         session = db.execute("SELECT * FROM session WHERE id = ?", (session_id,)).fetchone()
-        events = db.execute("SELECT * FROM event WHERE session_id = ?", (session_id,)).fetchall()
+        events = stored_events(db, session_id)  # frames too (m016)
         steps = db.execute(f"SELECT {_STEP_COLS} FROM step WHERE session_id = ?", (session_id,)).fetchall()
         calls = db.execute(
             f"SELECT {_CALL_COLS} FROM tool_call WHERE session_id = ?", (session_id,)

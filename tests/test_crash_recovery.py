@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from tests.mockprovider import MockProvider, Script, anthropic_text, openai_text, openai_tool_calls
 
@@ -132,9 +133,7 @@ def _journal(home: Path) -> sqlite3.Connection:
 
 
 def _check_seqs(db: sqlite3.Connection, sid: str) -> list[tuple[int, str, str]]:
-    stored = db.execute(
-        "SELECT seq, type, payload FROM event WHERE session_id = ? ORDER BY seq", (sid,)
-    ).fetchall()
+    stored = [(seq, typ, p) for _, seq, _, typ, p in stored_events(db, sid)]
     rows = [(seq, typ, payload_text(p)) for seq, typ, p in stored]
     seqs = [r[0] for r in rows]
     last_seq = db.execute("SELECT last_seq FROM session WHERE id = ?", (sid,)).fetchone()[0]

@@ -20,6 +20,7 @@ __all__ = [
     "m013_session_text",
     "m014_last_message_seq",
     "m015_step_id_by_turn",
+    "m016_event_frames",
     "m017_id_windows",
     "m018_usage_in_step",
 ]
@@ -130,6 +131,19 @@ def m015_step_id_by_turn(db: sqlite3.Connection) -> None:
     create(db)
 
 
+def m016_event_frames(db: sqlite3.Connection) -> None:
+    """A commit's events in one ``event_log`` row, compressed together (:mod:`acagent.store._frames`).
+
+    Nothing is rewritten: rows of one event stay as they are beside the frames. The ``event``
+    view goes: a frame's events are not rows (``_frames.stored_events`` reads them with plain
+    sqlite3); and an older acagent now refuses the journal (an unknown migration) instead of
+    failing on its first frame.
+    """
+    from acagent.store._frames import m016_event_frames as create
+
+    create(db)
+
+
 def m017_id_windows(db: sqlite3.Connection) -> None:
     """Step and tool call ids unique without a hash index written per row (:mod:`acagent.store._row_ids`).
 
@@ -157,6 +171,7 @@ LATER: list[Callable[[sqlite3.Connection], None]] = [
     m013_session_text,
     m014_last_message_seq,
     m015_step_id_by_turn,
+    m016_event_frames,
     m017_id_windows,
     m018_usage_in_step,
 ]

@@ -26,13 +26,25 @@ tool names, provider prefixes), nothing of the benchmarks' workload.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
 from acagent.errors import JournalError
 
-__all__ = ["FORMAT_DEFLATE_V1", "decode_payload", "encode_payload", "payload_text"]
+__all__ = [
+    "FORMAT_DEFLATE_V1",
+    "FORMAT_FRAME_V1",
+    "decode_payload",
+    "encode_frame",
+    "encode_payload",
+    "inflate",
+    "payload_text",
+]
 
 FORMAT_DEFLATE_V1 = 1
 """Format byte of a deflate-with-:data:`_DICT_V1` payload."""
+FORMAT_FRAME_V1 = 2
+"""Format byte of a frame: a commit's payloads as one JSON array, deflated with :data:`_DICT_V1`
+(m016, :mod:`acagent.store._frames`)."""
 
 # zlib finds the end of a dictionary cheapest to refer to: the most common strings come last.
 _DICT_V1 = (
@@ -63,12 +75,42 @@ with :data:`_DICT_V1`; the 32 KiB-window decoder reads it), and for payloads thi
 same bytes as the large compressor in practice (``tests/store/test_payload_format.py``)."""
 
 
+def _deflate(fmt: int, raw: bytes) -> bytes:
+    z = _SMALL_Z.copy() if len(raw) <= _SMALL else zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICT_V1)
+    return bytes((fmt,)) + z.compress(raw) + z.flush()
+
+
 def encode_payload(text: str) -> str | bytes:
     """What to store for a payload's JSON ``text``: the compressed BLOB, or ``text`` if not smaller."""
     raw = text.encode()
-    z = _SMALL_Z.copy() if len(raw) <= _SMALL else zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICT_V1)
-    packed = bytes((FORMAT_DEFLATE_V1,)) + z.compress(raw) + z.flush()
+    packed = _deflate(FORMAT_DEFLATE_V1, raw)
     return packed if len(packed) < len(raw) else text
+
+
+def encode_frame(texts: Sequence[str]) -> bytes:
+    """The stored frame of a commit's payload JSON ``texts`` (in seq order): :data:`FORMAT_FRAME_V1`
+    then the raw deflate of ``[text1,text2,…]`` with :data:`_DICT_V1` (always a BLOB: the format
+    byte is what says "frame")."""
+    return _deflate(FORMAT_FRAME_V1, b"[" + ",".join(texts).encode() + b"]")
+
+
+def inflate(stored: bytes, where: str) -> bytes:
+    """The inflated body of a stored BLOB of either format (the bytes after its format byte).
+
+    Raises:
+        JournalError: the stream does not inflate, is truncated or has bytes after its end
+            (names ``where``).
+    """
+    try:
+        z = zlib.decompressobj(-15, zdict=_DICT_V1)
+        out = z.decompress(stored[1:]) + z.flush()
+    except zlib.error as exc:
+        raise JournalError(f"{where}: stored payload is corrupt ({exc})") from exc
+    if not z.eof:
+        raise JournalError(f"{where}: stored payload is corrupt (truncated)")
+    if z.unused_data:  # bytes after the end of the stream: not something this format writes
+        raise JournalError(f"{where}: stored payload is corrupt ({len(z.unused_data)} bytes after its end)")
+    return out
 
 
 def decode_payload(stored: str | bytes, where: str) -> bytes | str:
@@ -90,16 +132,7 @@ def decode_payload(stored: str | bytes, where: str) -> bytes | str:
         raise JournalError(
             f"{where}: stored payload has unknown format {fmt!r} (written by a newer acagent?)"
         )
-    try:
-        z = zlib.decompressobj(-15, zdict=_DICT_V1)
-        out = z.decompress(stored[1:]) + z.flush()
-    except zlib.error as exc:
-        raise JournalError(f"{where}: stored payload is corrupt ({exc})") from exc
-    if not z.eof:
-        raise JournalError(f"{where}: stored payload is corrupt (truncated)")
-    if z.unused_data:  # bytes after the end of the stream: not something this format writes
-        raise JournalError(f"{where}: stored payload is corrupt ({len(z.unused_data)} bytes after its end)")
-    return out
+    return inflate(stored, where)
 
 
 def payload_text(stored: str | bytes) -> str:

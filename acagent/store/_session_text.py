@@ -32,8 +32,9 @@ from typing import Any
 import orjson
 
 from acagent.errors import JournalError
+from acagent.store._frames import frame_payload
 from acagent.store._numbering import LAST_MESSAGE_CHARS
-from acagent.store._payload import decode_payload, encode_payload, payload_text
+from acagent.store._payload import FORMAT_FRAME_V1, decode_payload, encode_payload, payload_text
 from acagent.store._rows import SESSION_COLS, SessionRow
 
 __all__ = [
@@ -52,16 +53,21 @@ LAST_MESSAGE, WARNINGS, APPROVAL_RULES = 1, 2, 3
 _FIELDS = {"last_message": LAST_MESSAGE, "warnings": WARNINGS, "approval_rules": APPROVAL_RULES}
 _AT = {name: SESSION_COLS.index(name) for name in _FIELDS}
 
+_MESSAGE_ROW = (
+    "WHERE key <= session.num << 32 | session.last_message_seq AND key > session.num << 32"
+    " ORDER BY key DESC LIMIT 1"
+)
 SESSION_SELECT = (
     ", ".join(
         f"(SELECT value FROM session_text WHERE key = session.num << 2 | {_FIELDS[c]})" if c in _FIELDS else c
         for c in SESSION_COLS
     )
-    + ", (SELECT payload FROM event_log WHERE key = session.num << 32 | session.last_message_seq)"
+    + f", (SELECT payload FROM event_log {_MESSAGE_ROW}), session.last_message_seq - (SELECT key & 4294967295 FROM event_log {_MESSAGE_ROW})"
 )
 """The :class:`SessionRow` columns of ``SELECT … FROM session`` (rows for :func:`session_row`), then
-the stored payload of the event ``last_message`` comes from (NULL before the session's first
-message commit since m014)."""
+the stored payload of the row holding the event ``last_message`` comes from and the event's place
+in it (0 for a row of its own; NULL before the session's first message commit since m014), since
+m016 maybe a frame that begins before it (:mod:`acagent.store._frames`)."""
 
 _MESSAGE_AT = len(SESSION_COLS)
 
@@ -80,16 +86,19 @@ def session_row(row: Sequence[Any]) -> SessionRow:
     if values[_AT["approval_rules"]] is None:
         values[_AT["approval_rules"]] = "{}"
     if row[_MESSAGE_AT] is not None:  # m014: the text of the event last_message_seq names
-        values[_AT["last_message"]] = _message_text(row[_MESSAGE_AT], values[0])
+        values[_AT["last_message"]] = _message_text(row[_MESSAGE_AT], row[_MESSAGE_AT + 1], values[0])
     return SessionRow(*values)
 
 
-def _message_text(stored: str | bytes, session_id: str) -> str:
+def _message_text(stored: str | bytes, at: int, session_id: str) -> str:
     where = f"session {session_id!r}: the last message's event"
-    try:
-        payload = orjson.loads(decode_payload(stored, where))
-    except orjson.JSONDecodeError as exc:
-        raise JournalError(f"{where}: stored payload is not JSON ({exc})") from exc
+    if type(stored) is bytes and stored[:1] == bytes((FORMAT_FRAME_V1,)):  # in a commit's frame (m016)
+        payload = frame_payload(stored, at, where)
+    else:
+        try:
+            payload = orjson.loads(decode_payload(stored, where)) if at == 0 else None
+        except orjson.JSONDecodeError as exc:
+            raise JournalError(f"{where}: stored payload is not JSON ({exc})") from exc
     if not isinstance(payload, dict) or payload.get("text") is None:
         raise JournalError(f"{where} has no text")
     return str(payload["text"])[:LAST_MESSAGE_CHARS]

@@ -17,6 +17,7 @@ from typing import Any
 
 from acagent.errors import SessionNotFound, StaleLease
 from acagent.events import Event
+from acagent.store._frames import INSERT_EVENT, event_rows
 from acagent.store._numbering import commit_order, fold_events, make_events, number_events
 from acagent.store._ops import Op
 from acagent.store._payload import encode_payload
@@ -28,7 +29,6 @@ __all__ = ["INLINE_MAX_CHARS", "INSERT_EVENT", "commit_tx", "event_row", "is_big
 HINTS_MAX = 4096
 """Sessions whose ``(num, last_seq)`` a journal remembers (a hint per session it wrote)."""
 
-INSERT_EVENT = "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)"
 _APPEND: dict[tuple[bool, bool, bool], str] = {}
 """The ``UPDATE session`` of a commit without ops, by (checkpoint, fenced, message)."""
 
@@ -77,7 +77,7 @@ def is_big(events: Sequence[tuple[str, dict[str, Any]]]) -> bool:
 
 
 def event_row(num: int, seq: int, ts: str, typ: str, payload: str) -> tuple[int, str, str, str | bytes]:
-    """The ``event_log`` row of one event (key ``num << 32 | seq``, see ``m007_compact_journal``)."""
+    """The ``event_log`` row of one event alone (key ``num << 32 | seq``, see ``m007_compact_journal``)."""
     return ((num << 32) | seq, ts, typ, encode_payload(payload))
 
 
@@ -122,12 +122,7 @@ def _append(
         db.execute(INSERT_EVENT, event_row(num, last_seq + 1, ts, typ, text))
         size[0] = len(text)
         return [Event.trusted(last_seq + 1, ts, session_id, typ, dict(payload))]  # a copy, as make_events
-    rows = [
-        event_row(num, seq, ts, typ, text)
-        for seq, (typ, _), text in zip(
-            range(last_seq + 1, last_seq + len(events) + 1), events, f.payloads, strict=True
-        )
-    ]
+    rows = event_rows(num, last_seq + 1, ts, [typ for typ, _ in events], f.payloads)  # one frame (m016)
     db.executemany(INSERT_EVENT, rows)
     size[0] = sum(map(len, f.payloads))
     return make_events(session_id, last_seq, ts, events)
@@ -186,10 +181,8 @@ def commit_tx(
         if items:
             db.execute(f"UPDATE session SET {', '.join(items)} WHERE id = ?", (*values, session_id))
         return []
-    db.executemany(
-        INSERT_EVENT,
-        [event_row(num, e.seq, ts, e.type, p) for e, p in zip(n.events, n.payloads, strict=True)],
-    )
+    rows = event_rows(num, n.events[0].seq, ts, [e.type for e in n.events], n.payloads)  # one frame (m016)
+    db.executemany(INSERT_EVENT, rows)
     size[0] = sum(map(len, n.payloads))
     sets = "last_seq = ?, updated_at = ?, tail_bytes = ?"
     args: list[Any] = [n.last_seq, ts, n.tail_bytes]

@@ -12,10 +12,9 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
-import orjson
-
-from acagent.errors import JournalError, SessionNotFound, check_session_prefix
+from acagent.errors import SessionNotFound, check_session_prefix
 from acagent.events import Event
+from acagent.store._frames import select_events
 from acagent.store._ops import CONTEXT_READ_TYPES
 from acagent.store._payload import decode_payload
 from acagent.store._row_ids import TOOL_CALLS, keys_sql, num_range
@@ -31,7 +30,7 @@ from acagent.store._rows import (
 from acagent.store._session_text import SESSION_SELECT, session_row
 from acagent.store._sqlite_ops import step_rid
 
-__all__ = ["SqliteReads", "select_events", "tool_row"]
+__all__ = ["SqliteReads", "tool_row"]
 
 T = TypeVar("T")
 _SESSION = SESSION_SELECT  # the long texts from session_text (m013)
@@ -39,33 +38,7 @@ _STEP = ", ".join(STEP_COLS)
 _TOOL = ", ".join(TOOL_COLS)
 
 
-_SEQ_MASK = (1 << 32) - 1
 _NUM = "(SELECT num FROM session WHERE id = ?)"
-
-
-def _events(session_id: str, rows: list[Any]) -> list[Event]:
-    """Events of ``event_log`` rows ``(key, ts, type, payload)`` (keys of one session).
-
-    Raises:
-        JournalError: a stored payload does not decode or is not a JSON object (names the
-            session and seq).
-    """
-    out = []
-    for key, ts, typ, stored in rows:
-        seq = key & _SEQ_MASK
-        try:
-            payload = orjson.loads(decode_payload(stored, f"session {session_id!r} event {seq}"))
-        except orjson.JSONDecodeError as exc:
-            raise JournalError(
-                f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})"
-            ) from exc
-        if not isinstance(payload, dict):  # a damaged row that still parses ([1,2], 42, "x")
-            raise JournalError(
-                f"session {session_id!r} event {seq}: stored payload is not a JSON object"
-                f" (a {type(payload).__name__})"
-            )
-        out.append(Event(seq=seq, ts=ts, session_id=session_id, type=typ, payload=payload))
-    return out
 
 
 def tool_row(row: Sequence[Any]) -> ToolCallRow:
@@ -79,36 +52,6 @@ def tool_row(row: Sequence[Any]) -> ToolCallRow:
     args = decode_payload(values[6], f"session {values[0]!r} tool call {values[1]!r}")
     values[6] = args if isinstance(args, str) else args.decode()
     return ToolCallRow(*values)
-
-
-def select_events(
-    db: sqlite3.Connection,
-    session_id: str,
-    *,
-    since: int = 0,
-    until: int | None = None,
-    types: Sequence[str] = (),
-    limit: int | None = None,
-    newest_first: bool = False,
-) -> list[Any]:
-    """``event_log`` rows of one session with ``since < seq (<= until)``, of ``types`` if given,
-    ascending seq (descending with ``newest_first``): one range of the integer key
-    (``m007_compact_journal``), no index."""
-    row = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
-    if row is None or row[0] is None:
-        return []
-    base = row[0] << 32
-    hi = base + (_SEQ_MASK if until is None else min(until, _SEQ_MASK))
-    sql = "SELECT key, ts, type, payload FROM event_log WHERE key > ? AND key <= ?"
-    args: list[Any] = [base + max(since, 0), hi]
-    if types:
-        sql += f" AND type IN ({','.join('?' * len(types))})"
-        args.extend(types)
-    sql += " ORDER BY key DESC" if newest_first else " ORDER BY key"
-    if limit is not None:
-        sql += " LIMIT ?"
-        args.append(limit)
-    return db.execute(sql, args).fetchall()
 
 
 class SqliteReads:
@@ -203,7 +146,7 @@ class SqliteReads:
         def q(db: sqlite3.Connection) -> Any:
             return select_events(db, session_id, since=since, until=until, limit=limit)
 
-        return _events(session_id, await self._run(q, read=True))
+        return await self._run(q, read=True)
 
     async def iter_events(
         self, session_id: str, since: int = 0, *, batch: int = 1000
@@ -225,7 +168,7 @@ class SqliteReads:
         def q(db: sqlite3.Connection) -> Any:
             return select_events(db, session_id, types=types, limit=limit, newest_first=True)
 
-        return _events(session_id, await self._run(q, read=True))
+        return await self._run(q, read=True)
 
     async def context_events(self, session_id: str) -> list[Event]:
         """The context events from the latest snapshot position on (``session.checkpoint_seq``:
@@ -249,7 +192,7 @@ class SqliteReads:
         rows = await self._run(q, read=True)
         if rows is None:
             raise SessionNotFound(f"no session {session_id!r}; `acagent sessions list --all` lists them")
-        return _events(session_id, rows)
+        return rows
 
     # ------------------------------------------------------------------ steps and tool calls
 
@@ -340,4 +283,4 @@ class SqliteReads:
         def q(db: sqlite3.Connection) -> Any:
             return select_events(db, session_id, types=("approval.requested",))
 
-        return latest_requests(pending, _events(session_id, await self._run(q, read=True)))
+        return latest_requests(pending, await self._run(q, read=True))

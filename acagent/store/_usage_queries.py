@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from acagent._value import Frozen, init_fields
+from acagent.store._frames import count_type
 
 __all__ = ["Pricer", "UsageQueries", "UsageTotals", "query_totals", "query_usage_report"]
 
@@ -233,14 +234,10 @@ class UsageQueries:
         """How many turns the session has started (``turn.started`` events)."""
 
         def q(db: sqlite3.Connection) -> int:
-            if _is_sqlite(db):
-                # one range of event_log's key (m007), filtered by type without decoding a payload
-                sql = (
-                    "SELECT COUNT(*) FROM session s JOIN event_log e ON e.key > (s.num << 32)"
-                    " AND e.key <= (s.num << 32) + 4294967295 WHERE s.id = ? AND e.type = 'turn.started'"
-                )
-            else:  # PostgreSQL, through its bridge (store/pg/_bridge.py): its own event table
-                sql = "SELECT COUNT(*) FROM event WHERE session_id = ? AND type = 'turn.started'"
+            if _is_sqlite(db):  # one key range, frames' type letters counted in SQL (m016)
+                return count_type(db, session_id, "turn.started")
+            # PostgreSQL, through its bridge (store/pg/_bridge.py): its own event table
+            sql = "SELECT COUNT(*) FROM event WHERE session_id = ? AND type = 'turn.started'"
             row = db.execute(sql, (session_id,)).fetchone()
             return int(row[0])
 

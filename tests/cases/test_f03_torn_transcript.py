@@ -34,6 +34,7 @@ from acagent.providers._openai import to_openai_messages
 from acagent.runner import SessionRegistry
 from acagent.runner._context import build_context
 from acagent.store import SqliteJournal
+from acagent.store._frames import stored_events
 from acagent.store._import import import_transcript, plan_import
 from acagent.store._ops import CONTEXT_TYPES
 from acagent.store._payload import payload_text
@@ -231,9 +232,7 @@ def test_fixture_import_keeps_second_turn_and_reports_lines_4_and_7(
     assert '"third qu"' not in text
 
     db = sqlite3.connect(cli.home / "acagent.db")
-    payloads = [
-        json.loads(payload_text(p)) for (p,) in db.execute("SELECT payload FROM event WHERE type = 'error'")
-    ]
+    payloads = [json.loads(payload_text(p)) for _, _, _, typ, p in stored_events(db) if typ == "error"]
     (error,) = payloads
     assert error["code"] == "transcript_damaged"
     assert_warning(error["message"], error["detail"], fixture, [(4, 394, 0), (7, 1150, 0)])
@@ -278,7 +277,7 @@ def test_journal_backed_repair_through_run_continue(cli: Any, mock: MockProvider
     ]
     assert last_message == "third answer"
     assert path.with_suffix(".jsonl.corrupt").read_bytes() == broken.data
-    rows = db.execute("SELECT seq, type FROM event WHERE session_id = ? ORDER BY seq", (sid,)).fetchall()
+    rows = [(seq, typ) for _, seq, _, typ, _ in stored_events(db, sid)]
     records, bad = parse_lines(path)
     assert bad == [] and [(r["seq"], r["type"]) for r in records] == [tuple(r) for r in rows]
 

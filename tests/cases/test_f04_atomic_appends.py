@@ -34,6 +34,7 @@ import pytest
 
 from acagent.runner import SessionRegistry
 from acagent.settings import load_settings
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from tests.cases.conftest import parse_lines
 from tests.mockprovider import MockProvider, Script, openai_text, openai_tool_calls
@@ -95,7 +96,7 @@ def test_eight_parallel_streams_every_line_parses(cli: Any, mock: MockProvider, 
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "done"
     db = journal(cli.home)
-    rows = db.execute("SELECT seq, type, payload FROM event ORDER BY seq").fetchall()
+    rows = [(seq, typ, p) for _, seq, _, typ, p in stored_events(db)]
     records, bad = parse_lines(transcript(cli.home))
     assert bad == []
     assert [(r["seq"], r["type"]) for r in records] == [(seq, typ) for seq, typ, _ in rows]
@@ -162,11 +163,7 @@ def test_second_process_is_refused_and_never_writes(cli: Any, mock: MockProvider
     assert first.returncode == 0, err
     assert out.strip() == "first done"
     assert len(mock.requests) == 1  # the refused run never reached the provider
-    rows = (
-        journal(cli.home)
-        .execute("SELECT seq, type FROM event WHERE session_id = ? ORDER BY seq", (sid,))
-        .fetchall()
-    )
+    rows = [(seq, typ) for _, seq, _, typ, _ in stored_events(journal(cli.home), sid)]
     records, bad = parse_lines(path)
     assert bad == []
     assert [(r["seq"], r["type"]) for r in records] == [tuple(r) for r in rows]
@@ -196,7 +193,7 @@ def test_sigkill_at_random_moments_tears_only_the_last_line(
 
         def outputs() -> int:
             try:
-                return db.execute("SELECT count(*) FROM event WHERE type = 'tool.output'").fetchone()[0]
+                return [e[3] for e in stored_events(db)].count("tool.output")
             except sqlite3.OperationalError:  # not created yet
                 return 0
 
@@ -215,7 +212,7 @@ def test_sigkill_at_random_moments_tears_only_the_last_line(
     path = transcript(cli.home)
     records, bad = parse_lines(path)
     assert bad == []
-    rows = journal(cli.home).execute("SELECT seq, type FROM event ORDER BY seq").fetchall()
+    rows = [(seq, typ) for _, seq, _, typ, _ in stored_events(journal(cli.home))]
     assert [(r["seq"], r["type"]) for r in records] == [tuple(r) for r in rows]
     assert all(r.status == 200 for r in mock.requests), [r.error for r in mock.requests]
 

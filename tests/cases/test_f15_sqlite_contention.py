@@ -23,6 +23,7 @@ import pytest
 
 from acagent.client import LocalSessionClient
 from acagent.runner import SessionRegistry
+from acagent.store._frames import stored_events
 from tests.cases.conftest import open_session, settings_for
 from tests.mockprovider import MockProvider, Script
 
@@ -57,7 +58,7 @@ def committed_events(db: Path) -> int:
     """Events committed so far (a WAL reader is never blocked by the writer's lock)."""
     conn = sqlite3.connect(db)
     try:
-        return int(conn.execute("SELECT count(*) FROM event").fetchone()[0])
+        return len(stored_events(conn))
     finally:
         conn.close()
 
@@ -189,9 +190,7 @@ async def test_six_streaming_sessions_readers_and_an_external_lock(
     (seventh_id,) = [
         sid for (sid,) in db.execute("SELECT id FROM session") if sid not in {r.session_id for r in runners}
     ]
-    seventh_deltas = db.execute(
-        "SELECT count(*) FROM event WHERE session_id = ? AND type = 'assistant.delta'", (seventh_id,)
-    ).fetchone()[0]
+    seventh_deltas = [e[3] for e in stored_events(db, seventh_id)].count("assistant.delta")
     assert seventh_deltas == SEVENTH_DELTAS
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert "locked" not in err

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from tests.mcp._support import demo_server, pids_alive, write_config
 from tests.mockprovider import MockProvider, openai_text, openai_tool_calls
@@ -93,10 +94,7 @@ def test_sigkill_mid_call_reruns_idempotent_and_never_destructive(
     assert count_log.read_text().splitlines() == ["n", "n"]
     results = {
         p["tool_call_id"]: p
-        for (p,) in (
-            (json.loads(payload_text(r[0])),)
-            for r in db.execute("SELECT payload FROM event WHERE type = 'tool.result'")
-        )
+        for (p,) in ((json.loads(payload_text(r[4])),) for r in stored_events(db) if r[3] == "tool.result")
     }
     assert results["call_count"]["status"] == "ok" and results["call_count"]["content"] == "counted n"
     assert results["call_append"]["status"] == "interrupted"

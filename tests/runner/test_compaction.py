@@ -23,6 +23,7 @@ from acagent.runner import SessionRegistry
 from acagent.runner._cut import SUMMARY_MARK, SUMMARY_SYSTEM
 from acagent.runner._window import bytes_to_tokens
 from acagent.settings import load_settings
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from tests.mockprovider import MockProvider, Script, openai_text, openai_tool_calls
 
@@ -335,7 +336,7 @@ def test_sigkill_during_compaction_resumes_with_exactly_one_compaction(
     import sqlite3
 
     db = sqlite3.connect(home / "acagent.db")
-    types = [r[0] for r in db.execute("SELECT type FROM event WHERE session_id = ? ORDER BY seq", (sid,))]
+    types = [e[3] for e in stored_events(db, sid)]
     assert types.count("context.compacted") == 1
     assert types[-1] == "turn.completed"
     steps = db.execute(
@@ -346,10 +347,7 @@ def test_sigkill_during_compaction_resumes_with_exactly_one_compaction(
     # Every summary call the mock saw is a recorded attempt: none was paid silently.
     assert len(summaries) == len(steps) - (1 if point == "compact_before_call" else 0)
     assert [s[2] for s in steps].count("done") == 1
-    retries = [
-        json.loads(payload_text(r[0]))
-        for r in db.execute("SELECT payload FROM event WHERE session_id = ? AND type = 'llm.retry'", (sid,))
-    ]
+    retries = [json.loads(payload_text(r[4])) for r in stored_events(db, sid) if r[3] == "llm.retry"]
     assert any(r["reason"] == "process_died" for r in retries)
 
 

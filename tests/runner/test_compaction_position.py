@@ -21,6 +21,7 @@ import pytest
 
 from acagent.runner import ContextBuilder, SessionRegistry, _compact
 from acagent.runner._cut import SUMMARY_SYSTEM
+from acagent.store._frames import stored_events
 from tests.mockprovider import MockProvider
 from tests.runner.test_compaction import MODELS, _settings, notes, responder
 
@@ -157,7 +158,7 @@ def test_sigkill_after_a_compaction_resumes_the_same_step_in_a_fresh_process(
         ).fetchall()
         assert len(inflight) == 1 and ("|compact|" in inflight[0][0]) == point.startswith("compact")
         step_id = inflight[0][0]
-        types = [r[0] for r in db.execute("SELECT type FROM event WHERE session_id = ? ORDER BY seq", (sid,))]
+        types = [e[3] for e in stored_events(db, sid)]
         assert types.count("context.compacted") == 1 and "checkpoint" not in types
         asked = len(mock.requests)
         second = subprocess.run(
@@ -168,9 +169,7 @@ def test_sigkill_after_a_compaction_resumes_the_same_step_in_a_fresh_process(
             "SELECT attempt, status FROM step WHERE session_id = ? AND step_id = ? ORDER BY attempt",
             (sid, step_id),
         ).fetchall()
-        last = db.execute(
-            "SELECT type FROM event WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (sid,)
-        ).fetchone()
+        last = (stored_events(db, sid)[-1][3],)
     finally:
         db.close()
     assert attempts == [(1, "failed"), (2, "done")], attempts  # the same digest after the rebuild

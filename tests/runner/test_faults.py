@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from tests.mockprovider import MockProvider, Script, TextReply, split_every
 
@@ -137,9 +138,7 @@ def test_full_disk_mid_turn_fails_in_one_line_and_resumes_when_space_is_back_f54
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == "resumed fine"
     db = _db(home)
-    rows = db.execute(
-        "SELECT seq, type, payload FROM event WHERE session_id = ? ORDER BY seq", (sid,)
-    ).fetchall()
+    rows = [(seq, typ, p) for _, seq, _, typ, p in stored_events(db, sid)]
     assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
     assert any(t == "user.message" and json.loads(payload_text(p))["text"] == "hello" for _, t, p in rows)
     assert [t for _, t, _ in rows].count("turn.completed") == 1

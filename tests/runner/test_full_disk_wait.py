@@ -23,6 +23,7 @@ from acagent.bus import RunnerEventBus
 from acagent.runner._context import ContextBuilder
 from acagent.runner._writer import SessionWriter
 from acagent.store import SqliteJournal
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from acagent.store._sqlite_conn import map_errors
 from tests.mockprovider import MockProvider, Script
@@ -58,9 +59,7 @@ def test_space_back_within_the_wait_completes_the_turn_with_one_call_f140(
     try:
         (sid, status, owner) = db.execute("SELECT id, status, lease_owner FROM session").fetchone()
         assert (status, owner) == ("done", None)
-        rows = db.execute(
-            "SELECT seq, type, payload FROM event WHERE session_id = ? ORDER BY seq", (sid,)
-        ).fetchall()
+        rows = [(seq, typ, p) for _, seq, _, typ, p in stored_events(db, sid)]
     finally:
         db.close()
     assert [r[0] for r in rows] == list(range(1, len(rows) + 1))

@@ -13,6 +13,7 @@ import sqlite3
 
 import pytest
 
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from tests.cli.test_chat_tmux import Tmux, term  # noqa: F401  # the tmux fixture
 from tests.mockprovider import MockProvider, TextReply, openai_tool_calls
@@ -37,11 +38,7 @@ def test_ctrl_c_at_the_approval_prompt_cancels_at_once_as_the_users_cancel_f57(
     assert not (term.cwd / "ran.txt").exists()
     db = sqlite3.connect(term.env["ACAGENT_HOME"] + "/acagent.db")
     status = db.execute("SELECT status FROM session").fetchone()[0]
-    ends = [
-        json.loads(payload_text(p))
-        for t, p in db.execute("SELECT type, payload FROM event ORDER BY seq").fetchall()
-        if t == "turn.interrupted"
-    ]
+    ends = [json.loads(payload_text(p)) for _, _, _, t, p in stored_events(db) if t == "turn.interrupted"]
     approvals = [r[0] for r in db.execute("SELECT approval FROM tool_call").fetchall()]
     assert status == "cancelled"
     assert [e["reason"] for e in ends] == ["user"]

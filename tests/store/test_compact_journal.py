@@ -19,6 +19,7 @@ from acagent.errors import JournalError
 from acagent.events import Event
 from acagent.store import FinishStep, InsertStep, RecordUsage, SqliteJournal
 from acagent.store import _migrations as migrations
+from acagent.store._frames import stored_events
 from acagent.store._payload import FORMAT_DEFLATE_V1, decode_payload, encode_payload
 from acagent.store._sqlite import PAGE_SIZE
 
@@ -150,13 +151,11 @@ async def test_pre_m007_database_migrates_and_reads_every_event_identically(tmp_
     assert kinds == {"text": 2 * n_old}  # copied as they were
     kinds = dict(db.execute("SELECT typeof(payload), COUNT(*) FROM event_log GROUP BY 1").fetchall())
     assert kinds.get("blob", 0) >= 1
-    # the compatibility view still answers the old columns
-    assert db.execute(
-        "SELECT seq, type FROM event WHERE session_id = 'ses_old_b' AND seq = 4"
-    ).fetchone() == (
-        4,
-        "user.message",
-    )
+    # the compatibility view is gone since m016 (frames are not rows); stored_events answers
+    assert db.execute("SELECT name FROM sqlite_schema WHERE name = 'event'").fetchone() is None
+    assert [(seq, typ) for _, seq, _, typ, _ in stored_events(db, "ses_old_b") if seq == 4] == [
+        (4, "user.message")
+    ]
     db.close()
 
 

@@ -38,13 +38,8 @@ async def test_migrate_empty_file_creates_tables_wal_and_small_pages(tmp_path: P
         "last_seq",
         "transcript_stat",
     } <= cols
-    assert {r[1] for r in db.execute("PRAGMA table_info(event)")} == {
-        "session_id",
-        "seq",
-        "ts",
-        "type",
-        "payload",
-    }
+    assert {r[1] for r in db.execute("PRAGMA table_info(event_log)")} == {"key", "ts", "type", "payload"}
+    assert not list(db.execute("PRAGMA table_info(event)"))  # the view went with m016 (frames)
     db.close()
     j = await SqliteJournal.open(tmp_path / "a.db")
     await j.aclose()

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from acagent.store._frames import stored_events
 from acagent.store._payload import payload_text
 from acagent.tools import ShellTool, validate_arguments
 from tests.cases.conftest import journal_events, open_session, session_transcript, settings_for
@@ -100,9 +101,7 @@ EXPORT = textwrap.dedent(
 def grow_session(db: Path, session_id: str, copies: int) -> int:
     """Append ``copies`` copies of the session's biggest event (raw SQL); returns total bytes."""
     with sqlite3.connect(db) as con:
-        stored = con.execute(
-            "SELECT ts, type, payload FROM event WHERE session_id = ?", (session_id,)
-        ).fetchall()
+        stored = [(ts, typ, p) for _, _, ts, typ, p in stored_events(con, session_id)]
         events = [(t, ty, payload_text(p)) for t, ty, p in stored]
         # the biggest one, or else the biggest that can be made big (the reply "done"): a step's
         # events outgrew the one-word reply once step ids carried the turn id

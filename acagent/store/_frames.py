@@ -1,0 +1,284 @@
+"""A commit's events in one ``event_log`` row: a frame (m016, benchmarks figure 3).
+
+Every commit rewrote the event b-tree's last leaf once per row it appended, and its events were
+compressed one at a time although they repeat each other (an assistant reply's text sits in its
+``assistant.delta``, its ``assistant.message`` and ``turn.completed``). A commit of two or more
+events is now one row:
+
+- ``key`` = ``session.num << 32 | first_seq``: the commit's events are seqs ``first_seq`` …
+  ``first_seq + n - 1`` (a commit's seqs have no gap), so the next row's key follows the frame's
+  last seq;
+- ``ts``: the commit's one timestamp (every event of a commit has it);
+- ``type``: the events' types as one letter each, in seq order (:data:`TYPE_CODES`, part of the
+  file format: never change a letter, a new type gets a new one). Upper-case letters never
+  begin an event type (they are dotted lower-case names), so SQL tells a frame from a one-event
+  row and filters by type without decoding (``type GLOB '*[CD]*'``), and counts a type exactly;
+- ``payload``: :func:`acagent.store._payload.encode_frame` (format byte
+  :data:`~acagent.store._payload.FORMAT_FRAME_V1`): the payloads as one JSON array, compressed
+  together.
+
+A one-event commit (and a commit with a type that has no letter) keeps one row per event, as
+before (``type`` the name, ``payload`` JSON text or a V1 BLOB): rows of both kinds and of every
+older format sit side by side in one session, so a journal upgraded mid-session reads unchanged.
+
+Readers go through :func:`select_events`: a range ``since < seq`` starts at the row holding
+``since + 1`` (a frame that begins at or before ``since`` may hold later events), and every row
+is decoded to its events and cut to the range and the types asked for. The ``event`` view of m007
+could not stay true (a frame's events are not rows); :func:`stored_events` is what reads a journal
+with plain ``sqlite3`` now (``tests/``, people inspecting a file).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from acagent.errors import JournalError
+from acagent.events import Event
+from acagent.store._payload import FORMAT_FRAME_V1, decode_payload, encode_frame, encode_payload, inflate
+
+__all__ = [
+    "INSERT_EVENT",
+    "TYPE_CODES",
+    "count_type",
+    "event_rows",
+    "frame_payload",
+    "m016_event_frames",
+    "row_events",
+    "select_events",
+    "stored_events",
+]
+
+INSERT_EVENT = "INSERT INTO event_log (key, ts, type, payload) VALUES (?, ?, ?, ?)"
+
+TYPE_CODES: dict[str, str] = {
+    "session.created": "A",
+    "session.status": "B",
+    "turn.started": "C",
+    "user.message": "D",
+    "assistant.delta": "E",
+    "assistant.message": "F",
+    "tool.call": "G",
+    "tool.started": "H",
+    "tool.output": "I",
+    "tool.result": "J",
+    "approval.requested": "K",
+    "approval.resolved": "L",
+    "step.started": "M",
+    "step.finished": "N",
+    "llm.retry": "O",
+    "usage": "P",
+    "error": "Q",
+    "turn.completed": "R",
+    "turn.interrupted": "S",
+    "turn.failed": "T",
+    "context.compacted": "U",
+    "checkpoint": "V",
+}
+"""The letter of each event type in a frame's ``type`` column (file format: append only)."""
+_TYPE_OF = {code: name for name, code in TYPE_CODES.items()}
+_SEQ_MASK = (1 << 32) - 1
+_FRAME_BYTE = bytes((FORMAT_FRAME_V1,))
+
+
+def event_rows(
+    num: int, first_seq: int, ts: str, types: Sequence[str], texts: Sequence[str]
+) -> list[tuple[int, str, str, str | bytes]]:
+    """The ``event_log`` rows of one commit's events (``types`` and payload JSON ``texts`` in seq
+    order from ``first_seq``): one frame for two or more events whose types all have a letter,
+    else one row per event (key ``num << 32 | seq``, payload :func:`encode_payload`)."""
+    base = num << 32
+    if len(types) > 1:
+        codes = "".join(TYPE_CODES.get(t, "") for t in types)
+        if len(codes) == len(types):
+            return [(base | first_seq, ts, codes, encode_frame(texts))]
+    return [
+        (base | (first_seq + i), ts, t, encode_payload(p))
+        for i, (t, p) in enumerate(zip(types, texts, strict=True))
+    ]
+
+
+def _frame_events(session_id: str, first: int, ts: str, codes: str, stored: bytes) -> list[Event]:
+    where = f"session {session_id!r} events {first}-{first + len(codes) - 1} (one frame)"
+    try:
+        payloads = orjson.loads(inflate(stored, where))
+    except orjson.JSONDecodeError as exc:
+        raise JournalError(f"{where}: stored frame is not JSON ({exc})") from exc
+    if not isinstance(payloads, list) or len(payloads) != len(codes):
+        got = f"{len(payloads)} payloads" if isinstance(payloads, list) else f"a {type(payloads).__name__}"
+        raise JournalError(f"{where}: stored frame holds {got}, its type column names {len(codes)}")
+    out = []
+    for i, (code, payload) in enumerate(zip(codes, payloads, strict=True)):
+        typ = _TYPE_OF.get(code)
+        if typ is None or not isinstance(payload, dict):
+            what = (
+                f"unknown type letter {code!r}"
+                if typ is None
+                else f"a {type(payload).__name__}, not a JSON object"
+            )
+            raise JournalError(f"session {session_id!r} event {first + i} (in a frame): {what}")
+        out.append(Event.trusted(first + i, ts, session_id, typ, payload))
+    return out
+
+
+def frame_payload(stored: bytes, at: int, where: str) -> Any:
+    """The payload at place ``at`` (0-based) of a stored frame, or None when it has no such place.
+
+    Raises:
+        JournalError: the frame does not decode (names ``where``).
+    """
+    try:
+        payloads = orjson.loads(inflate(stored, where))
+    except orjson.JSONDecodeError as exc:
+        raise JournalError(f"{where}: stored frame is not JSON ({exc})") from exc
+    if not isinstance(payloads, list):
+        raise JournalError(f"{where}: stored frame is a {type(payloads).__name__}, not a list")
+    return payloads[at] if 0 <= at < len(payloads) else None
+
+
+def row_events(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Event]:
+    """The events of ``event_log`` rows ``(key, ts, type, payload)`` of one session, in row order
+    (a frame's events ascending).
+
+    Raises:
+        JournalError: a stored payload or frame does not decode, is not a JSON object, or a frame
+            disagrees with its type column (names the session and the seq or seq range).
+    """
+    out: list[Event] = []
+    for key, ts, typ, stored in rows:
+        seq = key & _SEQ_MASK
+        if type(stored) is bytes and stored[:1] == _FRAME_BYTE:
+            out.extend(_frame_events(session_id, seq, ts, typ, stored))
+            continue
+        try:
+            payload = orjson.loads(decode_payload(stored, f"session {session_id!r} event {seq}"))
+        except orjson.JSONDecodeError as exc:
+            raise JournalError(
+                f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})"
+            ) from exc
+        if not isinstance(payload, dict):  # a damaged row that still parses ([1,2], 42, "x")
+            raise JournalError(
+                f"session {session_id!r} event {seq}: stored payload is not a JSON object"
+                f" (a {type(payload).__name__})"
+            )
+        out.append(Event.trusted(seq, ts, session_id, typ, payload))
+    return out
+
+
+def _type_sql(types: Sequence[str]) -> tuple[str, list[Any]]:
+    """The ``WHERE`` term of rows holding an event of ``types``: its name (one-event rows) or its
+    letter (frames)."""
+    sql = f"type IN ({','.join('?' * len(types))})"
+    codes = "".join(sorted({TYPE_CODES[t] for t in types if t in TYPE_CODES}))
+    if codes:
+        sql = f"({sql} OR type GLOB '*[{codes}]*')"  # the letters are A-Z: nothing to escape
+    return sql, list(types)
+
+
+def select_events(
+    db: sqlite3.Connection,
+    session_id: str,
+    *,
+    since: int = 0,
+    until: int | None = None,
+    types: Sequence[str] = (),
+    limit: int | None = None,
+    newest_first: bool = False,
+) -> list[Event]:
+    """Events of one session with ``since < seq (<= until)``, of ``types`` if given, ascending seq
+    (descending with ``newest_first``), at most ``limit``: one range of the integer key, from
+    the row holding ``since + 1`` (no index).
+
+    Raises:
+        JournalError: a row in the range does not decode (:func:`row_events`).
+    """
+    row = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
+    if row is None or row[0] is None:
+        return []
+    base = row[0] << 32
+    top = _SEQ_MASK if until is None else min(max(until, 0), _SEQ_MASK)
+    first = base + min(max(since, 0), _SEQ_MASK - 1) + 1
+    # the row holding seq since + 1: a frame may begin before it (one probe of the key)
+    start = db.execute(
+        "SELECT key FROM event_log WHERE key > ? AND key <= ? ORDER BY key DESC LIMIT 1", (base, first)
+    ).fetchone()
+    lo, hi = (start[0] if start else first), base + top
+    where, targs = _type_sql(types) if types else ("", [])
+    sql = "SELECT key, ts, type, payload FROM event_log WHERE key >= ? AND key <= ?"
+    sql += f" AND {where}" if where else ""
+    sql += " ORDER BY key DESC" if newest_first else " ORDER BY key"
+    wanted = set(types)
+
+    def keep(events: list[Event]) -> list[Event]:
+        return [e for e in events if since < e.seq <= top and (not wanted or e.type in wanted)]
+
+    if limit is None:
+        return keep(row_events(session_id, db.execute(sql, [lo, hi, *targs]).fetchall()))
+    out: list[Event] = []
+    while lo <= hi and len(out) < limit:
+        # every row holds an event of the range and the types but the two end ones: a page of
+        # limit + 2 rows nearly always suffices, else the next page goes on past its last row
+        want = limit - len(out) + 2
+        rows = db.execute(sql + " LIMIT ?", [lo, hi, *targs, want]).fetchall()
+        for row in rows:  # one row at a time: a damaged row past the limit is never decoded
+            events = keep(row_events(session_id, (row,)))
+            out.extend(reversed(events) if newest_first else events)
+            if len(out) >= limit:
+                break
+        if len(rows) < want:
+            break
+        if newest_first:
+            hi = rows[-1][0] - 1
+        else:
+            lo = rows[-1][0] + 1
+    return out[:limit]
+
+
+def count_type(db: sqlite3.Connection, session_id: str, typ: str) -> int:
+    """How many events of type ``typ`` the session has (its one-event rows and its frames' letters,
+    counted in SQL without decoding)."""
+    code = TYPE_CODES.get(typ)
+    if code is None:
+        sql, args = "SUM(e.type = ?)", [typ]
+        cond = "e.type = ?"
+    else:
+        sql = "SUM(CASE WHEN e.type = ? THEN 1 ELSE length(e.type) - length(replace(e.type, ?, '')) END)"
+        args, cond = [typ, code], f"(e.type = ? OR e.type GLOB '*{code}*')"
+    row = db.execute(
+        f"SELECT {sql} FROM session s JOIN event_log e ON e.key > (s.num << 32)"
+        f" AND e.key <= (s.num << 32) + {_SEQ_MASK} WHERE s.id = ? AND {cond}",
+        (*args, session_id, typ),
+    ).fetchone()
+    return int(row[0] or 0)
+
+
+def stored_events(
+    db: sqlite3.Connection, session_id: str | None = None
+) -> list[tuple[str, int, str, str, str]]:
+    """Every event of the journal (or of one session) as ``(session_id, seq, ts, type, payload
+    JSON text)``, by session then seq: what the ``event`` view of m007 gave (with the payload
+    decoded), for code that reads the file with plain ``sqlite3``.
+
+    Raises:
+        JournalError: a row does not decode.
+    """
+    sessions = db.execute(
+        "SELECT id FROM session WHERE num IS NOT NULL"
+        + (" AND id = ?" if session_id else "")
+        + " ORDER BY num",
+        (session_id,) if session_id else (),
+    ).fetchall()
+    return [
+        (sid, e.seq, e.ts, e.type, orjson.dumps(e.payload).decode())
+        for (sid,) in sessions
+        for e in select_events(db, sid)
+    ]
+
+
+def m016_event_frames(db: sqlite3.Connection) -> None:
+    """Frames from now on (module docstring): the rows already written stay as they are; the
+    ``event`` view goes (it would list a frame as one event), :func:`stored_events` replaces it."""
+    db.execute("DROP VIEW IF EXISTS event")
