@@ -344,12 +344,19 @@ def test_export_skips_an_unreadable_event_and_exports_the_rest(
     db = sqlite3.connect(cli.home / "acagent.db")
     with db:
         (num,) = db.execute("SELECT num FROM session WHERE id = ?", (sid,)).fetchone()
-        db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (b"\x01\xff\xfe\xfd", (num << 32) | bad))
+        # the row holding it: the accept commit's frame (m016), whose every event is then unreadable
+        key, codes = db.execute(
+            "SELECT key, type FROM event_log WHERE key <= ? ORDER BY key DESC LIMIT 1", ((num << 32) | bad,)
+        ).fetchone()
+        db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (b"\x02\xff\xfe\xfd", key))
     db.close()
+    lost = list(range(key & 0xFFFFFFFF, (key & 0xFFFFFFFF) + len(codes)))
+    assert bad in lost and len(lost) > 1
     r = cli("export", sid)
     assert r.returncode == 1
     got = [json.loads(line) for line in r.stdout.splitlines()]
-    assert [e["seq"] for e in got] == [e["seq"] for e in whole if e["seq"] != bad]
-    assert got == [e for e in whole if e["seq"] != bad]
-    assert f"event {bad}" in r.stderr and "skipped" in r.stderr and "Traceback" not in r.stderr
-    assert f"1 unreadable event(s) skipped (seq {bad})" in r.stderr.splitlines()[-1]
+    assert got == [e for e in whole if e["seq"] not in lost]
+    assert f"events {lost[0]}-{lost[-1]} (one frame)" in r.stderr and "skipped" in r.stderr
+    assert "Traceback" not in r.stderr
+    seqs = ", ".join(map(str, lost))
+    assert f"{len(lost)} unreadable event(s) skipped (seq {seqs})" in r.stderr.splitlines()[-1]
