@@ -3,19 +3,26 @@
 Bytes written per turn (benchmarks figure 3) are dominated by the journal: every payload is
 written once into the WAL and once more when the WAL is checkpointed into the database, and the
 JSONL transcript holds it a third time. Compressing the journal's copy is the only way to stay
-near the transcript's size. One event is compressed on its own (any event stays readable by
-seq, and type queries stay plain SQL), with a preset dictionary of the envelope's keys and
+near the transcript's size. Compression uses a preset dictionary of the envelope's keys and
 values every event repeats (an event of a few hundred bytes shares no history to compress
-against otherwise): about 2.9× on the benchmark's non-repetitive events, JSONL envelope
-bytes over stored bytes.
+against otherwise). Since m016 a commit of two or more events is one row, a *frame*, whose
+payloads are compressed together (:mod:`acagent.store._frames`): an assistant reply's text is
+in its delta, its message and ``turn.completed``. On the benchmark's non-repetitive events
+(figure 3) frames store their payloads' JSON in 4.3× fewer bytes; one event alone was about
+2.9× (JSONL envelope bytes over stored bytes).
 
-Stored format, told apart by SQLite's storage class (no column for it):
+Stored format, told apart by SQLite's storage class and the format byte:
 
 - ``TEXT``: the payload's JSON text (rows written before ``m007``, and payloads that do not get
   smaller);
-- ``BLOB``: one format byte (:data:`FORMAT_DEFLATE_V1`) then raw deflate (``wbits=-15``: no zlib
+- ``BLOB`` :data:`FORMAT_DEFLATE_V1`: one format byte then raw deflate (``wbits=-15``: no zlib
   header or checksum; SQLite pages carry no checksum either, and a corrupt stream fails to
-  inflate or to parse) of the payload's JSON with :data:`_DICT_V1`.
+  inflate or to parse) of the payload's JSON with :data:`_DICT_V1`;
+- ``BLOB`` :data:`FORMAT_FRAME_V1` (``event_log`` only, m016): one format byte then raw deflate
+  with the same :data:`_DICT_V1` of the commit's payloads as one JSON array ``[p1,p2,…]`` in seq
+  order (their types are the row's ``type`` letters, their seqs follow the row's key). Always a
+  BLOB, even when not smaller: the format byte is what makes it a frame. :func:`decode_payload`
+  refuses it (it is no single payload); :func:`inflate` reads both formats.
 
 The dictionary is part of the file format: never edit it; a new one takes a new format byte.
 It holds only what acagent itself writes (envelope keys, event and status names, acagent's own
