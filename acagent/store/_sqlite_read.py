@@ -143,7 +143,7 @@ class SqliteReads:
     ) -> list[Event]:
         """Committed events with ``since < seq (<= until)``, ascending seq, at most ``limit``."""
 
-        def q(db: sqlite3.Connection) -> Any:
+        def q(db: sqlite3.Connection) -> list[Event]:
             return select_events(db, session_id, since=since, until=until, limit=limit)
 
         return await self._run(q, read=True)
@@ -165,7 +165,7 @@ class SqliteReads:
         """The newest ``limit`` committed events of ``types``, newest first (an unknown session:
         none). The scan walks the session's key range down from its end."""
 
-        def q(db: sqlite3.Connection) -> Any:
+        def q(db: sqlite3.Connection) -> list[Event]:
             return select_events(db, session_id, types=types, limit=limit, newest_first=True)
 
         return await self._run(q, read=True)
@@ -179,7 +179,7 @@ class SqliteReads:
         """
         types = CONTEXT_READ_TYPES
 
-        def q(db: sqlite3.Connection) -> Any:
+        def q(db: sqlite3.Connection) -> list[Event] | None:
             db.execute("BEGIN")
             try:
                 row = db.execute("SELECT checkpoint_seq FROM session WHERE id = ?", (session_id,)).fetchone()
@@ -189,10 +189,10 @@ class SqliteReads:
             finally:
                 db.execute("COMMIT")
 
-        rows = await self._run(q, read=True)
-        if rows is None:
+        events = await self._run(q, read=True)
+        if events is None:
             raise SessionNotFound(f"no session {session_id!r}; `acagent sessions list --all` lists them")
-        return rows
+        return events
 
     # ------------------------------------------------------------------ steps and tool calls
 
@@ -280,7 +280,7 @@ class SqliteReads:
         if not pending:
             return []
 
-        def q(db: sqlite3.Connection) -> Any:
+        def q(db: sqlite3.Connection) -> list[Event]:
             return select_events(db, session_id, types=("approval.requested",))
 
         return latest_requests(pending, await self._run(q, read=True))
