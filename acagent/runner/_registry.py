@@ -175,7 +175,10 @@ class SessionRegistry(TranscriptKeeper):
                     renew=renew,
                 )
             except AcagentError as exc:
-                log.warning("lease renewal failed: %s", exc.message)
+                # A full disk is the turn's to name (its commit waits for space, then fails in one
+                # line, F54): not a second line on stderr. Any other failure is a warning.
+                full = isinstance(exc.detail, dict) and exc.detail.get("reason") == "disk_full"
+                (log.info if full else log.warning)("lease renewal failed: %s", exc.message)
                 # Unrenewed for a whole TTL (journal unreachable, a blackholed network): the lease
                 # may be another's by now — stop writing (the fence would refuse it anyway) and
                 # never start a tool under a lease that may be gone.
