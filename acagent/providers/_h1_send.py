@@ -15,10 +15,11 @@ The cost is memory: each spooled part is held twice (its ``bytes`` and its file 
 requests keep sending it; a part the latest request did not send is dropped (its file closed).
 
 The bytes sent are exactly the parts' bytes, in order. They are written straight to the
-socket while the kernel takes them all (the connection's own write buffer is empty at the
-start of a request: a kept-alive connection is reused only after its previous response was
-read to its end); from the first write the kernel takes only partly, the rest goes through
-the connection's stream as before (which waits for the socket). Without ``os.memfd_create``
+socket while the kernel takes them all; from the first write the kernel takes only partly, the
+rest goes through the connection's stream as before (which waits for the socket). Nothing of
+an earlier request can be waiting in the stream's own buffer then: anyio sets the asyncio
+transport's write limits to 0, so a ``send`` returns only once the kernel has all its bytes,
+and a request whose send did not finish (cancelled, failed) closes its connection. Without ``os.memfd_create``
 and ``os.sendfile`` (not Linux), or with a stream that has no real socket, parts are
 written as before.
 """

@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from acagent.events import Event
-from acagent.messages import MESSAGES_ADAPTER, Message, TextPart, ToolResultPart
+from acagent.messages import MESSAGES_ADAPTER, Message, TextPart, ToolResultPart, common_prefix
 from acagent.runner._cut import merge_summary
 
 __all__ = ["ContextBuilder", "ContextNotLoaded", "build_context"]
@@ -62,6 +62,10 @@ class ContextBuilder:
         """False until :meth:`rebuild` after :meth:`unload` (see the module docstring)."""
         self._chain: list[bytes] = []
         """``_chain[i]`` = sha256(_chain[i-1] + JSON of messages[i]); kept in step lazily."""
+        self._hashed: list[Message] = []
+        """The messages ``_chain`` hashed, one per entry."""
+        self.hashed = 0
+        """Messages hashed so far (the flatness tests read it)."""
 
     @property
     def messages(self) -> list[Message]:
@@ -83,21 +87,21 @@ class ContextBuilder:
         self.loaded = False
         self._messages, self.seqs, self.last_seq = [], [], 0
         self._chain.clear()
-        self._ids.clear()
+        self._hashed.clear()
 
     def fork(self) -> ContextBuilder:
         """A copy to fold events into ahead of their commit (the messages are shared, immutable;
         the digest chain is copied, so the copy's :meth:`digest` re-hashes only what it changed)."""
         other = ContextBuilder(self.messages)
         other.seqs, other.last_seq = list(self.seqs), self.last_seq
-        other._chain, other._ids[:] = list(self._chain), self._ids
+        other._chain, other._hashed = list(self._chain), list(self._hashed)
         return other
 
     def rebuild(self, events: Iterable[Event]) -> None:
         """Replace the context by the fold of ``events`` (the journal's ``context_events``)."""
         self._messages, self.seqs, self.last_seq = [], [], 0
         self._chain.clear()
-        self._ids.clear()
+        self._hashed.clear()
         self.loaded = True
         for event in events:
             self.apply(event)
@@ -110,15 +114,13 @@ class ContextBuilder:
         O(1) hashing instead of serialising the whole context.
         """
         msgs = self.messages
-        chain = self._chain
-        # Drop chain entries whose message object changed (messages are immutable: identity works).
-        keep = min(len(chain), len(msgs))
-        ids = self._ids
-        i = 0
-        while i < keep and ids[i] == id(msgs[i]):
-            i += 1
+        chain, hashed = self._chain, self._hashed
+        # The messages hashed before that are still there (the same objects, or equal ones: the
+        # hash is of the value), compared as list slices in C; a Python loop over the ids of a
+        # 2,000-message context cost ≈ 0.12 ms per step.
+        i = common_prefix(msgs, hashed) if hashed else 0
         del chain[i:]
-        del ids[i:]
+        del hashed[i:]
         for m in msgs[i:]:
             prev = chain[-1] if chain else b""
             chain.append(
@@ -126,17 +128,10 @@ class ContextBuilder:
                     prev + orjson.dumps(m.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
                 ).digest()
             )
-            ids.append(id(m))
+            hashed.append(m)
+            self.hashed += 1
         h = hashlib.sha256(system.encode() + b"\x00" + (chain[-1] if chain else b""))
         return h.hexdigest()
-
-    @property
-    def _ids(self) -> list[int]:
-        try:
-            return self.__ids
-        except AttributeError:
-            self.__ids: list[int] = []
-            return self.__ids
 
     def apply(self, event: Event) -> None:
         """Fold one event; other event types are ignored (all are while unloaded)."""
