@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from acagent.messages import Message, TextPart
+from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from acagent.providers._base import ModelRequest, Response, StreamEvent, ToolDefinition
 from acagent.providers._sse import WireActivity
 
@@ -33,6 +33,20 @@ def make_request(
         request_id=request_id,
         max_tokens=max_tokens,
     )
+
+
+def history(turns: int) -> list[Message]:
+    """``turns`` tool-call turns: question, a call (ids ``c0``, ``c1``, …), its result, the answer."""
+    out: list[Message] = []
+    for i in range(turns):
+        call = ToolCallPart(tool_call_id=f"c{i}", name="echo", arguments={"t": f"é{i}"})
+        out += [
+            Message(role="user", parts=[TextPart(text=f"question {i}")]),
+            Message(role="assistant", parts=[TextPart(text="let me see"), call]),
+            Message(role="user", parts=[ToolResultPart(tool_call_id=f"c{i}", name="echo", content=f"é{i}")]),
+            Message(role="assistant", parts=[TextPart(text=f"answer {i}")]),
+        ]
+    return out
 
 
 async def collect(provider: object, request: ModelRequest) -> tuple[list[StreamEvent], Response]:

@@ -7,29 +7,16 @@ import json
 
 import pytest
 
-from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from acagent.messages import Message, TextPart, ToolResultPart
 from acagent.providers import AnthropicProvider, OpenAIProvider, ToolDefinition
 from acagent.providers._anthropic import to_anthropic_messages, to_anthropic_tools
 from acagent.providers._openai import to_openai_messages, to_openai_tools
 from tests.mockprovider import MockProvider, TextReply
-from tests.providers.helpers import collect, make_request
+from tests.providers.helpers import collect, history, make_request
 
 pytestmark = pytest.mark.anyio
 
 TOOLS = [ToolDefinition("echo", "Echo.", {"type": "object", "properties": {"t": {"type": "string"}}})]
-
-
-def history(turns: int) -> list[Message]:
-    out: list[Message] = []
-    for i in range(turns):
-        call = ToolCallPart(tool_call_id=f"c{i}", name="echo", arguments={"t": f"é{i}"})
-        out += [
-            Message(role="user", parts=[TextPart(text=f"question {i}")]),
-            Message(role="assistant", parts=[TextPart(text="let me see"), call]),
-            Message(role="user", parts=[ToolResultPart(tool_call_id=f"c{i}", name="echo", content=f"é{i}")]),
-            Message(role="assistant", parts=[TextPart(text=f"answer {i}")]),
-        ]
-    return out
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])

@@ -4,21 +4,9 @@ Python loop over the whole context (figure 8: per-call work flat in history)."""
 
 from __future__ import annotations
 
-from acagent.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from acagent.messages import Message, TextPart
 from acagent.runner._context import ContextBuilder
-
-
-def history(turns: int) -> list[Message]:
-    out: list[Message] = []
-    for i in range(turns):
-        call = ToolCallPart(tool_call_id=f"c{i}", name="echo", arguments={"t": f"é{i}"})
-        out += [
-            Message(role="user", parts=[TextPart(text=f"question {i}")]),
-            Message(role="assistant", parts=[TextPart(text="let me see"), call]),
-            Message(role="user", parts=[ToolResultPart(tool_call_id=f"c{i}", name="echo", content=f"é{i}")]),
-            Message(role="assistant", parts=[TextPart(text=f"answer {i}")]),
-        ]
-    return out
+from tests.providers.helpers import history
 
 
 def fresh(messages: list[Message]) -> str:
