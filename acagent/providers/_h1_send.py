@@ -11,8 +11,10 @@ big messages are the same ``bytes`` objects from call to call) is kept in a memo
 (``memfd``, :class:`Spool`) and handed to the kernel with ``os.sendfile``: the socket then
 references the file's pages instead of copying the bytes (the copy into the file is made
 once, the second time the part is sent, so a part sent only once is never copied twice).
-The cost is memory: each spooled part is held twice (its ``bytes`` and its file pages) while
-requests keep sending it; a part the latest request did not send is dropped (its file closed).
+The client's parts share one memory file (one descriptor per client, not per part). The cost
+is memory: each spooled part is held twice (its ``bytes`` and its file pages) while requests
+keep sending it; a part the latest request did not send is forgotten, and the file is written
+anew once less than half of it is still sent (at most twice the kept bytes).
 
 The bytes sent are exactly the parts' bytes, in order. They are written straight to the
 socket while the kernel takes them all; from the first write the kernel takes only partly, the
@@ -42,73 +44,97 @@ SPOOL_MIN = 65_536
 _USABLE = hasattr(os, "memfd_create") and hasattr(os, "sendfile")
 
 
-def _close_all(files: dict[int, tuple[bytes, int | None]]) -> None:
-    for _part, fd in files.values():
-        if fd is not None:
-            os.close(fd)
-    files.clear()
+_NEW = -1
+"""Offset of a part to be written into the file (seen before, not there yet)."""
+
+
+def _close(fd: list[int]) -> None:
+    if fd:
+        os.close(fd.pop())
 
 
 class Spool:
-    """The large parts the latest request sent, those seen twice each in a memory file.
+    """The large parts the latest request sent; those seen in two requests are kept in one memory
+    file (one descriptor per client, however many parts: a daemon serves many sessions).
 
-    ``spooled`` counts the bytes copied into memory files so far and ``sent_from_files`` the
-    bytes the kernel sent from them (the flatness tests read both).
+    A part is appended to the file the second time it is sent; the parts a request no longer
+    sends are forgotten, and once the forgotten bytes outweigh the kept ones the kept parts are
+    written into a new file (each byte is copied O(1) times on average). ``spooled`` counts the
+    bytes copied into memory files so far and ``sent_from_files`` the bytes the kernel sent from
+    them (the flatness tests read both).
     """
 
     def __init__(self) -> None:
-        self._files: dict[int, tuple[bytes, int | None]] = {}
-        """``id(part) -> (part, its memory file or None: seen once)``; the part is held, so
-        its id is not reused while the entry lives."""
+        self._parts: dict[int, tuple[bytes, int | None]] = {}
+        """``id(part) -> (part, its offset in the file, or None: seen once)``; the part is held,
+        so its id is not reused while the entry lives."""
+        self._fd: list[int] = []
+        """The memory file's descriptor, when there is one."""
+        self._size = 0
+        """Bytes in the file (kept and forgotten parts)."""
         self.spooled = 0
         self.sent_from_files = 0
-        self._finalizer = weakref.finalize(self, _close_all, self._files)
+        self._finalizer = weakref.finalize(self, _close, self._fd)
 
     @property
     def usable(self) -> bool:
         """Whether this platform has memory files and ``sendfile``."""
         return _USABLE
 
-    def plan(self, parts: Sequence[bytes]) -> list[bytes | tuple[bytes, int]]:
-        """``parts`` with each large part seen in the previous request too as ``(part, fd)``.
+    @property
+    def fd(self) -> int | None:
+        """The memory file's descriptor (None until a part is kept)."""
+        return self._fd[0] if self._fd else None
 
-        Parts of the previous request that ``parts`` does not have are forgotten.
+    def plan(self, parts: Sequence[bytes]) -> list[bytes | tuple[bytes, int]]:
+        """``parts``, each large part the previous request sent too as ``(part, offset)`` in the
+        file :attr:`fd`. Parts of the previous request that ``parts`` does not have are forgotten.
         """
         if not _USABLE:
             return list(parts)
-        old = self._files
+        old: dict[int, tuple[bytes, int | None]] = self._parts
         new: dict[int, tuple[bytes, int | None]] = {}
+        for part in parts:
+            if len(part) >= SPOOL_MIN:
+                hit = new.get(id(part)) or old.get(id(part))  # held: its id is its own
+                new[id(part)] = (part, None) if hit is None else (part, _NEW if hit[1] is None else hit[1])
+        self._parts = new
+        self._place()
         out: list[bytes | tuple[bytes, int]] = []
         for part in parts:
-            if len(part) < SPOOL_MIN:
-                out.append(part)
-                continue
-            hit = new.get(id(part)) or old.pop(id(part), None)  # held: its id is its own
-            if hit is None:
-                new[id(part)] = (part, None)
-                out.append(part)
-                continue
-            fd = hit[1] if hit[1] is not None else self._file(part)
-            new[id(part)] = (part, fd)
-            out.append((part, fd))
-        _close_all(old)
-        old.update(new)
+            offset = new[id(part)][1] if len(part) >= SPOOL_MIN else None
+            out.append(part if offset is None else (part, offset))
         return out
 
-    def _file(self, part: bytes) -> int:
-        fd = os.memfd_create("acagent-body", os.MFD_CLOEXEC)
-        try:
-            view, done = memoryview(part), 0
-            while done < len(part):
-                done += os.write(fd, view[done:])
-        except BaseException:
-            os.close(fd)
-            raise
+    def _place(self) -> None:
+        """Write the parts marked :data:`_NEW` into the file (into a new file, with the kept
+        parts, when those are less than half of it)."""
+        parts = self._parts
+        kept = sum(len(p) for p, offset in parts.values() if offset is not None and offset != _NEW)
+        if self._size > 2 * kept:
+            _close(self._fd)
+            self._size = 0
+            for key, (part, offset) in parts.items():
+                if offset is not None:
+                    parts[key] = (part, _NEW)
+        for key, (part, offset) in parts.items():
+            if offset == _NEW:
+                parts[key] = (part, self._append(part))
+
+    def _append(self, part: bytes) -> int:
+        if not self._fd:
+            self._fd.append(os.memfd_create("acagent-body", os.MFD_CLOEXEC))
+        offset, view, done = self._size, memoryview(part), 0
+        while done < len(part):
+            done += os.pwrite(self._fd[0], view[done:], offset + done)
+        self._size += len(part)
         self.spooled += len(part)
-        return fd
+        return offset
 
     def close(self) -> None:
-        """Close every memory file (the parts are forgotten)."""
+        """Close the memory file (the parts are forgotten)."""
+        self._parts = {}
+        self._size = 0
         self._finalizer()
 
 
@@ -116,11 +142,12 @@ def _write_now(fd: int, item: bytes | tuple[bytes, int], spool: Spool) -> int:
     """Write ``item`` to the non-blocking socket ``fd`` as far as the kernel takes it at once;
     returns the bytes written (``len`` of the part: all of it)."""
     if isinstance(item, tuple):
-        part, file = item
-        done = 0
+        part, offset = item
+        file, done = spool.fd, 0
+        assert file is not None
         try:
             while done < len(part):
-                n = os.sendfile(fd, file, done, len(part) - done)
+                n = os.sendfile(fd, file, offset + done, len(part) - done)
                 if n == 0:
                     break
                 done += n

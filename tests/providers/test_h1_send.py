@@ -78,7 +78,7 @@ async def test_a_part_sent_again_goes_from_a_memory_file_byte_for_byte(reader: R
         assert spool.spooled == len(big)  # copied once
         assert spool.sent_from_files == 2 * len(big)
         await write_request(stream, b"HEAD4", [b"small"], spool)  # the large part is forgotten
-        assert spool._files == {}
+        assert spool.fd is None  # and its file closed
     body = b"".join(parts)
     assert reader.close() == b"HEAD1" + body + b"HEAD2" + body + b"HEAD3" + body + b"tail" + b"HEAD4small"
     spool.close()
@@ -143,12 +143,39 @@ async def test_the_client_sends_recurring_parts_from_its_spool_and_closes_it() -
         response = await client.send(client.build_request("POST", url, content=Parts(parts), headers={}))
         assert await response.aread() == b"ok"
         await response.aclose()
-    (fd,) = [f for _p, f in client.spool._files.values()]
-    assert fd is not None and client.spool.sent_from_files == len(big)
+    fd = client.spool.fd
+    assert fd is not None
+    assert client.spool.sent_from_files == len(big)
     await client.aclose()
     thread.join()
     server.close()
     assert received == [b"".join(parts)] * 2
-    assert client.spool._files == {}
+    assert client.spool.fd is None
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+def test_many_large_parts_share_one_file_and_forgotten_ones_are_dropped() -> None:
+    """One descriptor per spool however many large parts a request has (a daemon serves many
+    sessions; before, each part had a memory file of its own); when the parts still sent are
+    less than half of the file, they are written into a new one."""
+    parts = [os.urandom(SPOOL_MIN + i) for i in range(20)]
+    spool = Spool()
+    spool.plan(parts)
+    planned = spool.plan(parts)
+    fd = spool.fd
+    assert fd is not None
+    assert all(isinstance(item, tuple) for item in planned)
+    for part, offset in planned:  # type: ignore[misc]
+        assert os.pread(fd, len(part), offset) == part
+    size = sum(map(len, parts))
+    assert spool.spooled == size
+    assert spool.plan(parts[:15]) == planned[:15]  # most of the file is still sent: kept as it is
+    assert spool.spooled == size
+    again = spool.plan([*parts[:5], b"small"])  # less than half of it now: a new file
+    assert spool.spooled == size + sum(map(len, parts[:5]))
+    assert again[-1] == b"small"
+    for part, offset in again[:5]:  # type: ignore[misc]
+        assert os.pread(spool.fd, len(part), offset) == part  # type: ignore[arg-type]
+    spool.close()
+    assert spool.fd is None
