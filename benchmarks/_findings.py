@@ -92,7 +92,13 @@ window full fills with the whole window in one statement (0.3 + 0.2 frames per t
 1/50/200 (2.77/3.56/3.62× → 2.65/3.39/3.49×). m018 put an LLM call's usage in its step's own row,
 which the `FinishStep` of the same commit rewrites anyway (`acagent/store/_usage_step.py`; `usage` is a view
 of those rows and `usage_log`): the `usage` table's 3.2 frames per turn went, `step_log` 4.5 → 4.6; 45.7 →
-42.8 frames, 34.0/43.8/45.3 KB per turn (2.54/3.21/3.32×).
+42.8 frames, 34.0/43.8/45.3 KB per turn (2.54/3.21/3.32×). m019 read a tool call's arguments from its `tool.call` event
+(`tool_call.args_seq`, `acagent/store/_tool_args.py`) instead of a compressed copy in the row, which put the
+row on an overflow page rewritten by the status update: `tool_call` 4.3 → 2.5 frames, 42.8 → 40.5 per turn,
+33.2/42.7/44.0 KB per turn (2.47/3.13/3.22×); on top of m016 (a commit's events in one row) 31.7 → 29.9
+frames, 28.3/33.5/34.9 KB per turn at history 1/50/200 (2.11/2.45/2.56×). What is left of the state tables
+per turn: the `step_log` leaf in each of the 4 commits (4.6), the `tool_call` leaf of the intent and of its
+result (2.5), the day's `usage_by_day` row per LLM call (2.0).
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** What a `durability = "normal"` commit costs now, on the event loop's thread

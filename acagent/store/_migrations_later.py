@@ -23,6 +23,7 @@ __all__ = [
     "m016_event_frames",
     "m017_id_windows",
     "m018_usage_in_step",
+    "m019_tool_arguments_by_event",
 ]
 
 
@@ -164,6 +165,13 @@ def m018_usage_in_step(db: sqlite3.Connection) -> None:
     create(db)
 
 
+def m019_tool_arguments_by_event(db: sqlite3.Connection) -> None:
+    """A tool call's arguments read from its ``tool.call`` event (:mod:`acagent.store._tool_args`)."""
+    from acagent.store._tool_args import m019_tool_arguments_by_event as create
+
+    create(db)
+
+
 LATER: list[Callable[[sqlite3.Connection], None]] = [
     m010_tool_call_by_session,
     m011_usage_by_day,
@@ -174,5 +182,6 @@ LATER: list[Callable[[sqlite3.Connection], None]] = [
     m016_event_frames,
     m017_id_windows,
     m018_usage_in_step,
+    m019_tool_arguments_by_event,
 ]
 """The migrations of this module, in the order they run (``MIGRATIONS`` ends with them)."""

@@ -36,13 +36,13 @@ from acagent.store._numbering import LAST_MESSAGE_CHARS
 from acagent.store._ops import Op
 from acagent.store._protocol import ImportedSession
 from acagent.store._row_ids import TOOL_CALLS, keys_sql, num_range
-from acagent.store._rows import PENDING_APPROVAL, TOOL_COLS, Lease, SessionRow, ToolCallRow, new_session_id
+from acagent.store._rows import PENDING_APPROVAL, Lease, SessionRow, ToolCallRow, new_session_id
 from acagent.store._session_text import LAST_MESSAGE, WARNINGS, set_session_text, set_text
 from acagent.store._sqlite_commit import INSERT_EVENT, commit_tx, event_row, is_big
 from acagent.store._sqlite_conn import SqliteConnections, map_errors, open_connection
 from acagent.store._sqlite_lease import HOSTNAME, SqliteLeases, transaction
 from acagent.store._sqlite_ops import step_rid
-from acagent.store._sqlite_read import SqliteReads, tool_row
+from acagent.store._sqlite_read import TOOL_SELECT, SqliteReads, tool_row
 from acagent.store._usage import UsageQueries
 
 __all__ = ["HOSTNAME", "PAGE_SIZE", "SqliteJournal"]
@@ -289,19 +289,18 @@ class SqliteJournal(SqliteConnections, SqliteLeases, SqliteReads, UsageQueries):
         tid = step_rid(session_id, tool_call_id)  # found by its hash (m017)
         found = f"key IN ({keys_sql(TOOL_CALLS)}) AND session_id = ? AND tool_call_id = ?"
 
-        def tx(db: sqlite3.Connection) -> Any:
+        def tx(db: sqlite3.Connection) -> tuple[int, ToolCallRow | None]:
             where = (*num_range(db, session_id), tid, tid, session_id, tool_call_id)
             cur = db.execute(
                 f"UPDATE tool_call SET approval = ?, approval_note = ? WHERE {found} AND {PENDING_APPROVAL}",
                 (decision, note, *where),
             )
-            row = db.execute(f"SELECT {', '.join(TOOL_COLS)} FROM tool_call WHERE {found}", where).fetchone()
-            return cur.rowcount, row
+            row = db.execute(f"SELECT {TOOL_SELECT} FROM tool_call WHERE {found}", where).fetchone()
+            return cur.rowcount, None if row is None else tool_row(db, row)
 
-        changed, row = await self._run(tx)
-        if row is None:
+        changed, tc = await self._run(tx)
+        if tc is None:
             raise ApprovalNotFound(f"no approval {tool_call_id!r} in session {session_id!r}")
-        tc = tool_row(row)
         if not changed:
             raise ApprovalNotFound(
                 f"approval {tool_call_id!r} is already resolved ({tc.approval})",

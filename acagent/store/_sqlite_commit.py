@@ -23,6 +23,7 @@ from acagent.store._ops import Op
 from acagent.store._payload import encode_payload
 from acagent.store._rows import Lease
 from acagent.store._sqlite_ops import TxContext, apply_op, session_sets
+from acagent.store._tool_args import settle_arguments
 
 __all__ = ["INLINE_MAX_CHARS", "INSERT_EVENT", "commit_tx", "event_row", "is_big"]
 
@@ -173,6 +174,8 @@ def commit_tx(
     )
     extra = [out for out in (apply_op(op, ctx) for op in ops) if out is not None]
     n = number_events(session_id, last_seq, tail_bytes, ts, commit_order(extra, events))
+    if ctx.arguments:  # the intents' arguments: their tool.call events' (m019)
+        settle_arguments(db, ctx.arguments, n.events)
     if len(hints) >= HINTS_MAX and session_id not in hints:
         hints.clear()
     hints[session_id] = (num, n.last_seq)  # verified by the next _append

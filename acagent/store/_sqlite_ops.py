@@ -31,7 +31,6 @@ from acagent.store._ops import (
     SetTurn,
     UpdateToolCall,
 )
-from acagent.store._payload import encode_payload
 from acagent.store._row_ids import STEPS, TOOL_CALLS, claim, keys_sql
 from acagent.store._session_text import APPROVAL_RULES, set_text
 from acagent.store._step_row import insert_step_row, pack_ts
@@ -60,6 +59,10 @@ class TxContext(Record):
     value winning; the commit applies them in its own ``UPDATE session`` (:func:`session_sets`)."""
     adds: dict[str, int] = field(default_factory=dict)
     """Counters of the session row the ops add to (``column → amount``), applied the same way."""
+    arguments: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """The commit's tool-call intents whose arguments are still to be placed: ``tool call id →
+    (row key, arguments JSON)``; :func:`acagent.store._tool_args.settle_arguments` places them
+    once the commit's events are numbered (m019)."""
 
     def add(self, column: str, amount: int) -> None:
         """Add ``amount`` to the session's ``column`` in the commit's ``UPDATE session``."""
@@ -174,6 +177,7 @@ def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
 def _insert_tool_call(op: InsertToolCall, ctx: TxContext) -> Extra:
     key, tid = next_key(ctx.db, "tool_call", ctx.num), step_rid(ctx.session_id, op.tool_call_id)
     claim(ctx.db, TOOL_CALLS, ctx.num, key, tid)  # the id is unique in the session (m017)
+    ctx.arguments[op.tool_call_id] = (key, orjson.dumps(op.arguments).decode())
     ctx.db.execute(
         "INSERT INTO tool_call (key, tid, session_id, tool_call_id, turn_id, step_id, idx, name, arguments,"
         " arguments_error, status, approval, idempotent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -186,7 +190,7 @@ def _insert_tool_call(op: InsertToolCall, ctx: TxContext) -> Extra:
             op.step_id,
             op.idx,
             op.name,
-            encode_payload(orjson.dumps(op.arguments).decode()),  # read back by _sqlite_read.tool_row
+            "",  # the tool.call event's, or stored here by settle_arguments (m019)
             op.arguments_error,
             op.status,
             op.approval,

@@ -29,8 +29,9 @@ from acagent.store._rows import (
 )
 from acagent.store._session_text import SESSION_SELECT, session_row
 from acagent.store._sqlite_ops import step_rid
+from acagent.store._tool_args import event_arguments
 
-__all__ = ["SqliteReads", "tool_row"]
+__all__ = ["TOOL_SELECT", "SqliteReads", "tool_row"]
 
 T = TypeVar("T")
 _SESSION = SESSION_SELECT  # the long texts from session_text (m013)
@@ -41,14 +42,22 @@ _TOOL = ", ".join(TOOL_COLS)
 _NUM = "(SELECT num FROM session WHERE id = ?)"
 
 
-def tool_row(row: Sequence[Any]) -> ToolCallRow:
-    """A :class:`ToolCallRow` from a ``SELECT {TOOL_COLS}`` row (``arguments`` is stored like an
-    event payload: JSON text, or compressed since m007 — see :mod:`acagent.store._payload`).
+TOOL_SELECT = ", ".join((*TOOL_COLS, "args_seq"))
+"""The columns :func:`tool_row` reads (``SELECT {TOOL_SELECT} FROM tool_call``)."""
+
+
+def tool_row(db: sqlite3.Connection, row: Sequence[Any]) -> ToolCallRow:
+    """A :class:`ToolCallRow` from a ``SELECT {TOOL_SELECT}`` row: ``arguments`` is stored like an
+    event payload (JSON text, or compressed since m007 — see :mod:`acagent.store._payload`), or,
+    since m019, is the call's ``tool.call`` event's (:mod:`acagent.store._tool_args`).
 
     Raises:
-        JournalError: the stored arguments do not decode.
+        JournalError: the stored arguments, or that event, do not decode.
     """
-    values = list(row)
+    values = list(row[:-1])
+    if row[-1] is not None:
+        values[6] = event_arguments(db, values[0], row[-1], values[1])
+        return ToolCallRow(*values)
     args = decode_payload(values[6], f"session {values[0]!r} tool call {values[1]!r}")
     values[6] = args if isinstance(args, str) else args.decode()
     return ToolCallRow(*values)
@@ -225,18 +234,18 @@ class SqliteReads:
     ) -> list[ToolCallRow]:
         """Tool-call rows of the session (or one turn), in step and position order."""
 
-        def q(db: sqlite3.Connection) -> Any:
+        def q(db: sqlite3.Connection) -> list[ToolCallRow]:
             # the session's key range (m010), then its id
-            sql = f"SELECT {_TOOL} FROM tool_call WHERE key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32 AND session_id = ?"
+            sql = f"SELECT {TOOL_SELECT} FROM tool_call WHERE key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32 AND session_id = ?"
             args: list[Any] = [session_id, session_id, session_id]
             if turn_id is not None:
                 sql += " AND turn_id = ?"
                 args.append(turn_id)
             if open_only:
                 sql += " AND status NOT IN ('done', 'failed')"
-            return db.execute(sql + " ORDER BY key", args).fetchall()
+            return [tool_row(db, r) for r in db.execute(sql + " ORDER BY key", args).fetchall()]
 
-        return [tool_row(r) for r in await self._run_short(q, writes=False)]
+        return await self._run_short(q, writes=False)
 
     async def existing_tool_call_ids(self, session_id: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` already name a tool call of the session (providers may reuse ids)."""
@@ -260,16 +269,18 @@ class SqliteReads:
 
         def q(db: sqlite3.Connection) -> Any:
             if session_id is None:
-                return db.execute(  # the partial index (m010; a scan in key order looks cheaper to the planner)
-                    f"SELECT {_TOOL} FROM tool_call INDEXED BY tool_call_pending WHERE {PENDING_APPROVAL} ORDER BY key"
+                rows = db.execute(  # the partial index (m010; a scan in key order looks cheaper to the planner)
+                    f"SELECT {TOOL_SELECT} FROM tool_call INDEXED BY tool_call_pending WHERE {PENDING_APPROVAL} ORDER BY key"
                 ).fetchall()
-            return db.execute(
-                f"SELECT {_TOOL} FROM tool_call INDEXED BY tool_call_pending WHERE session_id = ? AND {PENDING_APPROVAL}"
-                " ORDER BY key",
-                (session_id,),
-            ).fetchall()
+            else:
+                rows = db.execute(
+                    f"SELECT {TOOL_SELECT} FROM tool_call INDEXED BY tool_call_pending WHERE session_id = ?"
+                    f" AND {PENDING_APPROVAL} ORDER BY key",
+                    (session_id,),
+                ).fetchall()
+            return [tool_row(db, r) for r in rows]
 
-        return [tool_row(r) for r in await self._run(q, read=True)]
+        return await self._run(q, read=True)
 
     async def pending_approval_events(self, session_id: str) -> list[Event]:
         """The latest ``approval.requested`` event of each pending approval, ascending seq.
