@@ -15,8 +15,8 @@
   process it parsed and kept every 2 MB body, and its validation time — ≈ 3 ms at 10 turns,
   ≈ 55 ms at 500 — left the loop thread idle longer at 500 turns, which alone cost ≈ 0.8 ms of
   CPU per call, cold caches after the wait, and made the ratio swing ±0.4 between runs). The
-  lengths take turns call by call: 40 timed rounds of one call per length after two warm-up
-  rounds, a garbage collection before each round (untimed), median of the 40. The **anchor** is the
+  lengths take turns call by call: 60 timed rounds of one call per length after two warm-up
+  rounds, a garbage collection before each round (untimed), median of the 60. The **anchor** is the
   same call made the official SDK's usual way (``create(**params)`` with the mapped messages),
   against the same mock, in the same run.
 - **Argument assembly**: 1 MB of ``write_file`` arguments arriving in 9-byte fragments (116,509
@@ -53,7 +53,7 @@ from benchmarks._common import (
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = (10, 100, 500)
-ROUNDS = 40
+ROUNDS = 60
 """Timed rounds (one call per history length in each)."""
 LATENCY_S = 0.1
 """The mock's answer time at every history length (its validation of a 500-turn body takes
