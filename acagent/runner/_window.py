@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from acagent.messages import Message
+from acagent.messages import Message, common_prefix
 
 __all__ = ["BYTES_PER_TOKEN", "MAX_BYTES_PER_TOKEN", "RequestEstimator", "bytes_to_tokens"]
 
@@ -40,9 +40,11 @@ class RequestEstimator:
         self._sizes: dict[int, tuple[Message, int]] = {}
         self._calibration: tuple[int, int] | None = None
         """``(request bytes, reported input tokens)`` of the last call that reported usage."""
-        self._last: tuple[list[Message], int] = ([], 0)
-        """The messages last sized and their total bytes: the next request is that list plus new
-        messages, so only the new ones are looked at."""
+        self._sized: list[Message] = []
+        """The messages last sized: the next request shares a prefix with them (the same list
+        plus new messages, or with its last message replaced), so only the rest is looked at."""
+        self._totals: list[int] = []
+        """``_totals[i]``: bytes of ``_sized[: i + 1]`` (both kept in place, not copied per call)."""
 
     def message_bytes(self, message: Message) -> int:
         """JSON size of one message, computed once per message object."""
@@ -66,18 +68,24 @@ class RequestEstimator:
         return total
 
     def _messages_bytes(self, messages: Sequence[Message]) -> int:
-        """Total :meth:`message_bytes` of ``messages``, O(new messages) past the last list sized.
+        """Total :meth:`message_bytes` of ``messages``, O(messages after the prefix shared with
+        the last list sized).
 
-        The prefix test is one C-level list comparison (identity first: the context hands out
-        the same message objects); an equal but different prefix has the same sizes anyway.
+        The shared prefix is found by list comparison in C (:func:`~acagent.messages.common_prefix`:
+        identity first, the context hands out the same message objects; an equal but different
+        message has the same size anyway); a replaced last message (the last user message grows
+        as tool results and queued input are merged into it) no longer sizes the whole list.
         """
-        last, last_total = self._last
-        n = len(last)
-        if n and len(messages) >= n and list(messages[:n]) == last:
-            total = last_total + sum(self.message_bytes(m) for m in messages[n:])
-        else:
-            total = sum(self.message_bytes(m) for m in messages)
-        self._last = (list(messages), total)
+        sized, totals = self._sized, self._totals
+        same = (
+            common_prefix(messages if isinstance(messages, list) else list(messages), sized) if sized else 0
+        )
+        del sized[same:], totals[same:]
+        total = totals[-1] if totals else 0
+        for message in messages[same:]:
+            total += self.message_bytes(message)
+            sized.append(message)
+            totals.append(total)
         return total
 
     def estimate(self, system: str, messages: Sequence[Message], tools: Sequence[Any] = ()) -> int:
