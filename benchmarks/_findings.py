@@ -92,7 +92,12 @@ window full fills with the whole window in one statement (0.3 + 0.2 frames per t
 1/50/200 (2.77/3.56/3.62× → 2.65/3.39/3.49×). m018 put an LLM call's usage in its step's own row,
 which the `FinishStep` of the same commit rewrites anyway (`acagent/store/_usage_step.py`; `usage` is a view
 of those rows and `usage_log`): the `usage` table's 3.2 frames per turn went, `step_log` 4.5 → 4.6; 45.7 →
-42.8 frames, 34.0/43.8/45.3 KB per turn (2.54/3.21/3.32×). m019 read a tool call's arguments from its `tool.call` event
+42.8 frames, 34.0/43.8/45.3 KB per turn (2.54/3.21/3.32×). Since then (2): a commit of two or more
+events is one `event_log` row, a frame, its payloads compressed together (m016, `acagent/store/_frames.py`;
+the types as one letter each in the row's `type`, so type filters and counts stay SQL; a one-event commit
+keeps its own row): the event b-tree 22.0 → 10.9 frames per turn, 42.8 → 31.6 frames at history 50 (20
+turns, checkpoints off), 34.0/44.0/45.5 KB → 29.1/34.9/36.3 KB per turn (2.54/3.23/3.33× → 2.17/2.56/2.66×),
+and a five-event commit's CPU ~190 → ~125 µs (one row and one compression instead of five). m019 read a tool call's arguments from its `tool.call` event
 (`tool_call.args_seq`, `acagent/store/_tool_args.py`) instead of a compressed copy in the row, which put the
 row on an overflow page rewritten by the status update: `tool_call` 4.3 → 2.5 frames, 42.8 → 40.5 per turn,
 33.2/42.7/44.0 KB per turn (2.47/3.13/3.22×); on top of m016 (a commit's events in one row) 31.7 → 29.9
