@@ -18,7 +18,8 @@ events is now one row:
   together.
 
 A one-event commit (and a commit with a type that has no letter) keeps one row per event, as
-before (``type`` the name, ``payload`` JSON text or a V1 BLOB): rows of both kinds and of every
+before: ``type`` the name, ``payload`` JSON text or a V1 BLOB (a frame of one event would store the
+same deflate stream plus its brackets, and always as a BLOB). Rows of both kinds and of every
 older format sit side by side in one session, so a journal upgraded mid-session reads unchanged.
 
 Readers go through :func:`select_events`: a range ``since < seq`` starts at the row holding
@@ -101,15 +102,32 @@ def event_rows(
     ]
 
 
-def _frame_events(session_id: str, first: int, ts: str, codes: str, stored: bytes) -> list[Event]:
-    where = f"session {session_id!r} events {first}-{first + len(codes) - 1} (one frame)"
+def _frame_list(stored: bytes, where: str) -> list[Any]:
+    """The payloads of a stored frame (a JSON array).
+
+    Raises:
+        JournalError: it does not inflate or parse, or is not an array (names ``where``).
+    """
     try:
         payloads = orjson.loads(inflate(stored, where))
     except orjson.JSONDecodeError as exc:
         raise JournalError(f"{where}: stored frame is not JSON ({exc})") from exc
-    if not isinstance(payloads, list) or len(payloads) != len(codes):
-        got = f"{len(payloads)} payloads" if isinstance(payloads, list) else f"a {type(payloads).__name__}"
-        raise JournalError(f"{where}: stored frame holds {got}, its type column names {len(codes)}")
+    if not isinstance(payloads, list):
+        raise JournalError(f"{where}: stored frame is a {type(payloads).__name__}, not a list")
+    return payloads
+
+
+def _frame_events(session_id: str, first: int, ts: str, codes: Any, stored: bytes) -> list[Event]:
+    if not isinstance(codes, str):  # a damaged type column (another storage class)
+        raise JournalError(
+            f"session {session_id!r} event {first}: a frame whose type column is a {type(codes).__name__}"
+        )
+    where = f"session {session_id!r} events {first}-{first + len(codes) - 1} (one frame)"
+    payloads = _frame_list(stored, where)
+    if len(payloads) != len(codes):
+        raise JournalError(
+            f"{where}: stored frame holds {len(payloads)} payloads, its type column names {len(codes)}"
+        )
     out = []
     for i, (code, payload) in enumerate(zip(codes, payloads, strict=True)):
         typ = _TYPE_OF.get(code)
@@ -130,12 +148,7 @@ def frame_payload(stored: bytes, at: int, where: str) -> Any:
     Raises:
         JournalError: the frame does not decode (names ``where``).
     """
-    try:
-        payloads = orjson.loads(inflate(stored, where))
-    except orjson.JSONDecodeError as exc:
-        raise JournalError(f"{where}: stored frame is not JSON ({exc})") from exc
-    if not isinstance(payloads, list):
-        raise JournalError(f"{where}: stored frame is a {type(payloads).__name__}, not a list")
+    payloads = _frame_list(stored, where)
     return payloads[at] if 0 <= at < len(payloads) else None
 
 

@@ -250,6 +250,7 @@ async def test_a_damaged_frame_is_one_clear_error_naming_the_session_and_its_seq
                 f"session {row.id!r} events 2-3 (one frame): stored frame holds 3 payloads, its type column names 2",
             ),
             ("type", "CDZ", f"session {row.id!r} event 4 (in a frame): unknown type letter 'Z'"),
+            ("type", b"CDM", f"session {row.id!r} event 2: a frame whose type column is a bytes"),
         ):
             db.execute(f"UPDATE event_log SET {column} = ? WHERE key = ?", (damaged, key))
             with pytest.raises(JournalError) as err:
