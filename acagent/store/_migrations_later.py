@@ -24,6 +24,7 @@ __all__ = [
     "m017_id_windows",
     "m018_usage_in_step",
     "m019_tool_arguments_by_event",
+    "m020_inflight_step_in_session",
 ]
 
 
@@ -172,6 +173,14 @@ def m019_tool_arguments_by_event(db: sqlite3.Connection) -> None:
     create(db)
 
 
+def m020_inflight_step_in_session(db: sqlite3.Connection) -> None:
+    """An inflight step held in its session's row, not in ``step_log``; ``step`` a view of both
+    (:mod:`acagent.store._step_held`)."""
+    from acagent.store._step_held import m020_inflight_step_in_session as create
+
+    create(db)
+
+
 LATER: list[Callable[[sqlite3.Connection], None]] = [
     m010_tool_call_by_session,
     m011_usage_by_day,
@@ -183,5 +192,6 @@ LATER: list[Callable[[sqlite3.Connection], None]] = [
     m017_id_windows,
     m018_usage_in_step,
     m019_tool_arguments_by_event,
+    m020_inflight_step_in_session,
 ]
 """The migrations of this module, in the order they run (``MIGRATIONS`` ends with them)."""

@@ -33,6 +33,7 @@ __all__ = [
     "claim",
     "drop_session",
     "keys_sql",
+    "known",
     "m017_id_windows",
     "num_range",
 ]
@@ -84,6 +85,23 @@ def num_range(db: sqlite3.Connection, session_id: str) -> tuple[int, int]:
     return int(found[0]), (int(found[0]) + 1) << 32
 
 
+def _upto(db: sqlite3.Connection, spec: IdSpec, num: int) -> int:
+    found = db.execute(f"SELECT {spec.upto} FROM session WHERE num = ?", (num,)).fetchone()
+    return num << 32 if found is None or found[0] is None else int(found[0])
+
+
+def known(db: sqlite3.Connection, spec: IdSpec, num: int, rid: int, upto: int | None = None) -> bool:
+    """Whether session ``num`` (its window above ``upto``, default the session's) or the id
+    table already has the hash ``rid``."""
+    lo = _upto(db, spec, num) if upto is None else upto
+    dup = db.execute(
+        f"SELECT 1 FROM {spec.table} WHERE key > ? AND key < ? AND {spec.column} = ?"
+        f" UNION ALL SELECT 1 FROM {spec.ids} WHERE rid = ? LIMIT 1",
+        (lo, (num + 1) << 32, rid, rid),
+    ).fetchone()
+    return dup is not None
+
+
 def claim(db: sqlite3.Connection, spec: IdSpec, num: int, key: int, rid: int) -> None:
     """Before the insert of the row ``key`` (session ``num``'s next) with hash ``rid``: refuse a
     known hash; move a full window into the id table.
@@ -91,15 +109,8 @@ def claim(db: sqlite3.Connection, spec: IdSpec, num: int, key: int, rid: int) ->
     Raises:
         sqlite3.IntegrityError: the hash is known (``UNIQUE constraint failed: <label>``).
     """
-    lo, hi = num << 32, (num + 1) << 32
-    found = db.execute(f"SELECT {spec.upto} FROM session WHERE num = ?", (num,)).fetchone()
-    upto = lo if found is None or found[0] is None else int(found[0])
-    dup = db.execute(
-        f"SELECT 1 FROM {spec.table} WHERE key > ? AND key < ? AND {spec.column} = ?"
-        f" UNION ALL SELECT 1 FROM {spec.ids} WHERE rid = ? LIMIT 1",
-        (upto, hi, rid, rid),
-    ).fetchone()
-    if dup is not None:
+    upto = _upto(db, spec, num)
+    if known(db, spec, num, rid, upto):
         raise sqlite3.IntegrityError(f"UNIQUE constraint failed: {spec.label}")
     if key - 1 - upto >= WINDOW:
         db.execute(

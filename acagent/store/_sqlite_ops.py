@@ -33,6 +33,7 @@ from acagent.store._ops import (
 )
 from acagent.store._row_ids import STEPS, TOOL_CALLS, claim, keys_sql
 from acagent.store._session_text import APPROVAL_RULES, set_text
+from acagent.store._step_held import finish_held, hold_step
 from acagent.store._step_row import insert_step_row, pack_ts
 from acagent.store._usage import RecordUsage
 
@@ -63,6 +64,9 @@ class TxContext(Record):
     """The commit's tool-call intents whose arguments are still to be placed: ``tool call id →
     (row key, arguments JSON)``; :func:`acagent.store._tool_args.settle_arguments` places them
     once the commit's events are numbered (m019)."""
+    held: Any = False
+    """The inflight step the session's row holds (m020, :mod:`acagent.store._step_held`): False
+    until read, then its ``(request_id, step_id, turn_id, digest, attempt, started_at)`` or None."""
 
     def add(self, column: str, amount: int) -> None:
         """Add ``amount`` to the session's ``column`` in the commit's ``UPDATE session``."""
@@ -143,16 +147,19 @@ def next_key(db: sqlite3.Connection, table: str, num: int) -> int:
 
 
 def _insert_step(op: InsertStep, ctx: TxContext) -> Extra:
-    row = (op.request_id, op.step_id, op.turn_id, op.digest, op.attempt, "inflight", None, ctx.ts, None)
-    key, rid = next_key(ctx.db, "step_log", ctx.num), step_rid(ctx.session_id, op.request_id)
-    claim(ctx.db, STEPS, ctx.num, key, rid)  # the request id is unique (m017)
-    insert_step_row(ctx.db, ctx.num, ctx.session_id, row, key=key)  # the compact row of m012
+    if not hold_step(ctx, op.request_id, op.step_id, op.turn_id, op.digest, op.attempt):  # m020
+        row = (op.request_id, op.step_id, op.turn_id, op.digest, op.attempt, "inflight", None, ctx.ts, None)
+        key, rid = next_key(ctx.db, "step_log", ctx.num), step_rid(ctx.session_id, op.request_id)
+        claim(ctx.db, STEPS, ctx.num, key, rid)  # the request id is unique (m017)
+        insert_step_row(ctx.db, ctx.num, ctx.session_id, row, key=key)  # the compact row of m012
     ctx.add("llm_calls", 1)
     ctx.add("llm_retries", 1 if op.attempt > 1 else 0)
     return None
 
 
 def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
+    if finish_held(ctx, op.request_id, op.status, op.error):  # the session row's step (m020)
+        return None
     rid = step_rid(ctx.session_id, op.request_id)
     cur = ctx.db.execute(  # the row found by its rid (m017), its request id through the view (m012)
         f"UPDATE step_log SET status = ?, error = ?, finished_at = ? WHERE key = (SELECT key FROM step"

@@ -175,8 +175,9 @@ def m015_step_id_by_turn(db: sqlite3.Connection) -> None:
     create_step_view(db, by_turn=True)
 
 
-def create_step_view(db: sqlite3.Connection, *, by_turn: bool) -> None:
-    """The ``step`` view over ``step_log`` (m012; ``by_turn``: with m015's step ids)."""
+def create_step_view(db: sqlite3.Connection, *, by_turn: bool, name: str = "step") -> None:
+    """The ``step`` view over ``step_log`` (m012; ``by_turn``: with m015's step ids), named
+    ``name`` (since m020 ``step_row``: ``step`` adds the steps the session rows hold)."""
     digest = "CASE WHEN typeof(t.digest) = 'blob' THEN lower(hex(t.digest)) ELSE t.digest END"
     turn = "CASE WHEN typeof(t.turn_id) = 'blob' THEN 'turn_' || lower(hex(t.turn_id)) ELSE t.turn_id END"
     mid = f"COALESCE(t.mid, {turn})" if by_turn else "t.mid"
@@ -189,7 +190,7 @@ def create_step_view(db: sqlite3.Connection, *, by_turn: bool) -> None:
         )
 
     db.execute(
-        "CREATE VIEW step (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status, error,"
+        f"CREATE VIEW {name} (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status, error,"
         f" started_at, finished_at) AS SELECT t.key, t.rid, s.id, COALESCE(t.request_id, {step_id} || '|' || t.attempt),"
         f" {step_id}, {turn},"
         f" {digest}, t.attempt, t.status, t.error, {ts('t.started_at')}, {ts('t.finished_at')}"

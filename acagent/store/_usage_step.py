@@ -25,20 +25,27 @@ from acagent.store._row_ids import STEPS, keys_sql
 from acagent.store._step_row import pack_ts
 from acagent.store._usage_day import day_add
 
-__all__ = ["keep_usage", "m018_usage_in_step", "record_usage"]
+__all__ = ["create_usage_view", "keep_usage", "m018_usage_in_step", "record_usage"]
 
 _COLS = (
     "key, session_id, request_id, ts, day, model, input_tokens, cached_input_tokens, output_tokens,"
     " reasoning_tokens, cost_usd"
 )
 _TOKENS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost_usd")
-_FROM_STEPS = (
+_FROM_STEPS = (  # (since m020 ``step_row``, not ``step``: :func:`create_usage_view`)
     "SELECT v.key, v.session_id, v.request_id, v.finished_at AS ts,"
     " COALESCE(t.day, substr(v.finished_at, 1, 10)) AS day,"
     " t.model, t.input_tokens, t.cached_input_tokens, t.output_tokens, t.reasoning_tokens, t.cost_usd"
     " FROM step_log t JOIN step v ON v.key = t.key WHERE t.model IS NOT NULL"
 )
 """The usage rows the steps hold, in ``usage``'s columns (``ts`` is the step's ``finished_at``)."""
+
+
+
+def _from_steps(steps: str) -> str:
+    """:data:`_FROM_STEPS` reading the step view ``steps``."""
+    return _FROM_STEPS.replace(" JOIN step v ", f" JOIN {steps} v ")
+
 
 _DAY_ADD = day_add(
     ":day",
@@ -70,7 +77,7 @@ def record_usage(
 
     rid = step_rid(session_id, values["request_id"])
     found = db.execute(
-        f"SELECT key FROM step WHERE key IN ({keys_sql(STEPS)}) AND session_id = ? AND request_id = ?",
+        f"SELECT key FROM step_row WHERE key IN ({keys_sql(STEPS)}) AND session_id = ? AND request_id = ?",
         (num, (num + 1) << 32, rid, rid, session_id, values["request_id"]),
     ).fetchone()
     row = {**values, "day": day, "session_id": session_id, "ts": ts}
@@ -93,7 +100,7 @@ def keep_usage(db: sqlite3.Connection, num: int) -> None:
     first = next_key(db, "usage_log", num)
     db.execute(
         f"INSERT INTO usage_log ({_COLS}) SELECT ? + ROW_NUMBER() OVER (ORDER BY key) - 1, {_COLS.split(', ', 1)[1]}"
-        f" FROM ({_FROM_STEPS}) WHERE key > ? AND key < ?",
+        f" FROM ({_from_steps('step_row')}) WHERE key > ? AND key < ?",
         (first, lo, hi),
     )
 
@@ -109,7 +116,13 @@ def m018_usage_in_step(db: sqlite3.Connection) -> None:
         db.execute(f"ALTER TABLE step_log ADD COLUMN {column} {kind}")  # NULL: no usage in this row
     db.execute("DROP TRIGGER usage_by_day_add")  # (m011) replaced by usage_add and record_usage
     db.execute("ALTER TABLE usage RENAME TO usage_log")
-    db.execute(f"CREATE VIEW usage ({_COLS}) AS SELECT {_COLS} FROM usage_log UNION ALL {_FROM_STEPS}")
+    create_usage_view(db, steps="step")
+
+
+def create_usage_view(db: sqlite3.Connection, *, steps: str) -> None:
+    """The ``usage`` view of ``usage_log`` and the steps' usage (read through the view ``steps``:
+    ``step`` in m018, ``step_row`` since m020), and its ``INSTEAD OF INSERT`` trigger."""
+    db.execute(f"CREATE VIEW usage ({_COLS}) AS SELECT {_COLS} FROM usage_log UNION ALL {_from_steps(steps)}")
     new = {c: f"NEW.{c}" for c in _COLS.split(", ")}
     new.update(cached_input_tokens="COALESCE(NEW.cached_input_tokens, 0)")  # the table's defaults
     new.update(reasoning_tokens="COALESCE(NEW.reasoning_tokens, 0)")
