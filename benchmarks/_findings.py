@@ -101,9 +101,14 @@ and a five-event commit's CPU ~190 → ~125 µs (one row and one compression ins
 (`tool_call.args_seq`, `acagent/store/_tool_args.py`) instead of a compressed copy in the row, which put the
 row on an overflow page rewritten by the status update: `tool_call` 4.3 → 2.5 frames, 42.8 → 40.5 per turn,
 33.2/42.7/44.0 KB per turn (2.47/3.13/3.22×); on top of m016 (a commit's events in one row) 31.7 → 29.9
-frames, 28.3/33.5/34.9 KB per turn at history 1/50/200 (2.11/2.45/2.56×). What is left of the state tables
-per turn: the `step_log` leaf in each of the 4 commits (4.6), the `tool_call` leaf of the intent and of its
-result (2.5), the day's `usage_by_day` row per LLM call (2.0).
+frames, 28.3/33.5/34.9 KB per turn at history 1/50/200 (2.11/2.45/2.56×). m020 holds an inflight step in
+its session's row, which every commit rewrites anyway, instead of a `step_log` row inserted by the intent's
+commit and rewritten by the `FinishStep` commit (`acagent/store/_step_held.py`; the `step` view reads both):
+the accept commit and the tool result's commit write no `step_log` leaf, `step_log` 4.6 → 2.6 frames
+(`step_ids` 0.3 → 0.4), 29.8 → 27.9 frames per turn at history 50, 28.3/33.5/34.9 KB → 27.1/32.5/33.9 KB per turn
+(2.11/2.45/2.56× → 2.02/2.38/2.49×). What is left of the state tables per turn: the `step_log` leaf of the
+two finished steps (2.6), the `tool_call` leaf of the intent and of its result (2.5), the day's `usage_by_day`
+row per LLM call (2.0).
 """,
     "durable commit vs raw WAL commit": """
 **Finding (figure 3).** What a `durability = "normal"` commit costs now, on the event loop's thread

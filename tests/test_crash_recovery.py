@@ -230,6 +230,36 @@ def test_crash_at_point_then_resume_finishes_turn(
     assert "Appending the line now.Appending" not in json.dumps(requests[-1].json)
 
 
+@pytest.mark.parametrize("point", ["after_turn_accepted", "after_tool_result_before_wake"])
+def test_a_step_held_in_the_session_row_at_a_crash_is_retried_as_attempt_2(
+    cli: Any, mock: MockProvider, workspace: Path, point: str
+) -> None:
+    """m020: SIGKILL after a step's intent (held in the session row, no ``step_log`` row) and before
+    its request; the resume finds it inflight and retries it as attempt 2 of the same step."""
+    mock.default = _responder("openai", f"echo appended >> {workspace / 'log.txt'}")
+    base = _base_url(mock, "openai")
+    args = ("--yes", "--model", "openai:mock", "--base-url", base)
+    first = cli("run", *args, "append a line", cwd=workspace, extra_env={"ACAGENT_CRASH_AT": point})
+    assert first.returncode == -signal.SIGKILL, (first.returncode, first.stderr)
+    db = _journal(cli.home)
+    sid, held = db.execute("SELECT id, step_digest FROM session").fetchone()
+    assert held is not None
+    assert db.execute("SELECT count(*) FROM step_log WHERE status = 'inflight'").fetchone() == (0,)
+    (step_id, attempt, status) = db.execute(
+        "SELECT step_id, attempt, status FROM step WHERE status = 'inflight'"
+    ).fetchone()
+    assert (attempt, status) == (1, "inflight")
+    second = cli("run", "--resume", sid, *args, cwd=workspace)
+    assert second.returncode == 0, second.stderr
+    assert len(mock.requests) == 2  # the unsent attempt is not paid
+    rows = db.execute(
+        "SELECT attempt, status, error FROM step WHERE step_id = ? ORDER BY attempt", (step_id,)
+    )
+    assert rows.fetchall() == [(1, "failed", "process died"), (2, "done", None)]
+    assert db.execute("SELECT step_digest FROM session").fetchone() == (None,)
+    assert db.execute("SELECT count(*) FROM step_log WHERE status = 'inflight'").fetchone() == (0,)
+
+
 def test_crash_mid_tool_kills_orphaned_process_group(cli: Any, mock: MockProvider, workspace: Path) -> None:
     """The shell tool's process group left by a SIGKILLed run is killed on resume (F05)."""
     pidfile = workspace / "sleep.pid"

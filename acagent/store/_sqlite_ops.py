@@ -161,8 +161,8 @@ def _finish_step(op: FinishStep, ctx: TxContext) -> Extra:
     if finish_held(ctx, op.request_id, op.status, op.error):  # the session row's step (m020)
         return None
     rid = step_rid(ctx.session_id, op.request_id)
-    cur = ctx.db.execute(  # the row found by its rid (m017), its request id through the view (m012)
-        f"UPDATE step_log SET status = ?, error = ?, finished_at = ? WHERE key = (SELECT key FROM step"
+    cur = ctx.db.execute(  # the row found by its rid (m017), its request id through the view (m012, step_row m020)
+        f"UPDATE step_log SET status = ?, error = ?, finished_at = ? WHERE key = (SELECT key FROM step_row"
         f" WHERE key IN ({keys_sql(STEPS)}) AND session_id = ? AND request_id = ?) AND status = 'inflight'",
         (
             op.status,

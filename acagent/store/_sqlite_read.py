@@ -29,6 +29,7 @@ from acagent.store._rows import (
 )
 from acagent.store._session_text import SESSION_SELECT, session_row
 from acagent.store._sqlite_ops import step_rid
+from acagent.store._step_held import STEPS_OF
 from acagent.store._tool_args import event_arguments
 
 __all__ = ["TOOL_SELECT", "SqliteReads", "tool_row"]
@@ -209,11 +210,9 @@ class SqliteReads:
         """Every attempt of one step, ascending attempt."""
 
         def q(db: sqlite3.Connection) -> Any:
-            return db.execute(  # the session's key range (m009), then the step's attempts
-                f"SELECT {_STEP} FROM step WHERE key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32"
-                " AND session_id = ? AND step_id = ? ORDER BY attempt",
-                (session_id, session_id, session_id, step_id),
-            ).fetchall()
+            # the session's key range (m009) and its held step (m020), then the step's attempts
+            sql = STEPS_OF.format(cols=_STEP, where=" AND step_id = :step") + " ORDER BY attempt"
+            return db.execute(sql, {"sid": session_id, "step": step_id}).fetchall()
 
         return [StepRow(*r) for r in await self._run_short(q, writes=False)]
 
@@ -221,11 +220,8 @@ class SqliteReads:
         """Every step attempt of the session, in start order."""
 
         def q(db: sqlite3.Connection) -> Any:
-            return db.execute(
-                f"SELECT {_STEP} FROM step WHERE key > {_NUM} << 32 AND key < ({_NUM} + 1) << 32"
-                " AND session_id = ? ORDER BY started_at, attempt",
-                (session_id, session_id, session_id),
-            ).fetchall()
+            sql = STEPS_OF.format(cols=_STEP, where="") + " ORDER BY started_at, attempt"
+            return db.execute(sql, {"sid": session_id}).fetchall()
 
         return [StepRow(*r) for r in await self._run(q, read=True)]
 

@@ -14,10 +14,13 @@ one, or of other ids, writes an inflight ``step_log`` row as before, and so did 
 before m020 (``FinishStep`` updates those rows as before).
 
 Readers see no difference: ``step`` is the view of ``step_log`` rows (``step_row``, m012/m015's
-view) plus one inflight row per session that holds one (key ``((num + 1) << 32) - 1``, the end
-of the session's key range; ``rid`` NULL), so the step reads of
-:mod:`acagent.store._sqlite_read`, recovery's lookup of an inflight attempt and a person with
-``sqlite3`` read it as before; ``usage`` reads ``step_row`` (a held step has no usage yet).
+view) and of ``step_held``, one inflight row per session that holds one (key ``((num + 1) << 32)
+- 1``, the end of the session's key range; ``rid`` NULL), so a person with ``sqlite3`` reads it as
+before. The journal's own reads name the two views (a ``UNION ALL`` view is not flattened: a key
+range on ``step`` scanned all of ``step_log``): the step reads of
+:mod:`acagent.store._sqlite_read` (recovery's lookup of an inflight attempt among them) read
+``step_row`` in the session's key range ``UNION ALL`` ``step_held`` of the session (:data:`STEPS_OF`);
+``FinishStep`` of a row, ``record_usage`` and ``usage`` read ``step_row`` (a held step has no usage yet).
 A request id stays unique: ``InsertStep`` refuses one equal to the held step's, as it refuses
 one of ``step_log`` (:func:`acagent.store._row_ids.claim`); removing a session removes its row.
 """
@@ -30,11 +33,18 @@ from typing import Any
 from acagent.store._row_ids import STEPS, claim, known
 from acagent.store._step_row import create_step_view, insert_step_row, pack_ts, unpack_ts
 
-__all__ = ["finish_held", "hold_step", "m020_inflight_step_in_session"]
+__all__ = ["STEPS_OF", "finish_held", "hold_step", "m020_inflight_step_in_session"]
 
 _HEX = re.compile(r"(?:[0-9a-f]{2})+")
 _TURN = re.compile(r"turn_[0-9a-f]{16}")
 _COLS = ("step_digest", "step_turn", "step_attempt", "step_at")
+
+STEPS_OF = (
+    "SELECT {cols} FROM step_row WHERE key > (SELECT num FROM session WHERE id = :sid) << 32"
+    " AND key < ((SELECT num FROM session WHERE id = :sid) + 1) << 32 AND session_id = :sid{where}"
+    " UNION ALL SELECT {cols} FROM step_held WHERE session_id = :sid{where}"
+)
+"""The steps of session ``:sid`` (``str.format``: ``cols``; ``where``, more terms, each `` AND …``)."""
 
 Held = tuple[str, str, str, str, int, str]
 """``(request_id, step_id, turn_id, digest, attempt, started_at)`` of the held step."""
@@ -47,7 +57,12 @@ def _held(ctx: Any) -> Held | None:
     row = ctx.db.execute(f"SELECT {', '.join(_COLS)} FROM session WHERE num = ?", (ctx.num,)).fetchone()
     held: Held | None = None
     if row is not None and row[0] is not None:
-        digest, turn, attempt, at = bytes(row[0]).hex(), "turn_" + bytes(row[1]).hex(), int(row[2]), int(row[3])
+        digest, turn, attempt, at = (
+            bytes(row[0]).hex(),
+            "turn_" + bytes(row[1]).hex(),
+            int(row[2]),
+            int(row[3]),
+        )
         step_id = f"{ctx.session_id}|{turn}|{digest[:16]}"
         held = (f"{step_id}|{attempt}", step_id, turn, digest, attempt, unpack_ts(at))
     ctx.held = held
@@ -125,10 +140,11 @@ def m020_inflight_step_in_session(db: Any) -> None:
         "strftime('%Y-%m-%dT%H:%M:%S', s.step_at / 1000000, 'unixepoch')"
         " || printf('.%06dZ', s.step_at % 1000000)"
     )
+    cols = "key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status, error, started_at, finished_at"
     db.execute(
-        "CREATE VIEW step (key, rid, session_id, request_id, step_id, turn_id, digest, attempt, status, error,"
-        " started_at, finished_at) AS SELECT * FROM step_row UNION ALL"
+        f"CREATE VIEW step_held ({cols}) AS"
         f" SELECT ((s.num + 1) << 32) - 1, NULL, s.id, {step_id} || '|' || s.step_attempt, {step_id}, {turn},"
         f" {digest}, s.step_attempt, 'inflight', NULL, {at}, NULL FROM session s WHERE s.step_digest IS NOT NULL"
     )
+    db.execute(f"CREATE VIEW step ({cols}) AS SELECT * FROM step_row UNION ALL SELECT * FROM step_held")
     create_usage_view(db, steps="step_row")

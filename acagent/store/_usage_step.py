@@ -41,7 +41,6 @@ _FROM_STEPS = (  # (since m020 ``step_row``, not ``step``: :func:`create_usage_v
 """The usage rows the steps hold, in ``usage``'s columns (``ts`` is the step's ``finished_at``)."""
 
 
-
 def _from_steps(steps: str) -> str:
     """:data:`_FROM_STEPS` reading the step view ``steps``."""
     return _FROM_STEPS.replace(" JOIN step v ", f" JOIN {steps} v ")
