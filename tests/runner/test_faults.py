@@ -54,7 +54,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 def _fill(disk: Path) -> Path:
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    with open(
+        filler, "wb", buffering=0
+    ) as f:  # unbuffered: a partial write left no tail for close() to fail on
         try:
             while True:
                 f.write(b"\0" * 65536)
