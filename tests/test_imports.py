@@ -137,7 +137,7 @@ def test_runner_modules_have_no_import_circle() -> None:
 
 # ------------------------------------------------------------------------------------ sizes
 
-MAX_MODULE_LINES = 450
+MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 100
 OVERSIZED: dict[str, int] = {}
 """``path → lines`` of modules still over the limit while their split is under way elsewhere (may
