@@ -103,9 +103,14 @@ async def test_ids_are_unique_and_found_on_both_sides_of_the_window(tmp_path: Pa
         await j.aclose()
 
 
-async def test_moving_a_window_writes_a_fraction_of_a_page_per_row(tmp_path: Path) -> None:
+async def test_moving_a_window_writes_a_fraction_of_a_page_per_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The commit that moves WINDOW hashes into step_ids writes far fewer of its pages than rows;
     the commits between write none of them."""
+    # the frames are read from the WAL, which a checkpoint would restart mid-test (3 windows of
+    # commits are more than CHECKPOINT_PAGES frames)
+    monkeypatch.setattr("acagent.store._sqlite_conn.CHECKPOINT_PAGES", 10**9)
     path = tmp_path / "a.db"
     j = await SqliteJournal.open(path)
     try:
