@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from acagent.events import Event
+from acagent.render._approval import safe_rich
 from acagent.render._live import EventRenderer
-from acagent.render._safe import visible
+from acagent.render._safe import safe_text, visible
 from acagent.render._status import context_fill, fill_text
 
 __all__ = ["plain_cell", "sessions_table", "show_session", "status_style", "summarize_steps"]
@@ -201,7 +202,7 @@ def show_session(
     for warning in info.get("warnings") or []:
         if isinstance(warning, dict):  # a recorded warning: its message and code, not the dict
             warning = f"{warning.get('message', warning)} [{warning.get('code', 'warning')}]"
-        console.print(Text(f"⚠ {warning}", style="yellow"), highlight=False)
+        console.print(Text(f"⚠ {visible(str(warning))}", style="yellow"), highlight=False)
 
     if summary:
         _print_steps(console, summary)
@@ -219,10 +220,16 @@ def show_session(
             shown = args.get("command") if isinstance(args, dict) and _get(row, "name") == "shell" else None
             if shown is None:
                 shown = json.dumps(args, ensure_ascii=False) if not isinstance(args, str) else args
-            line = Text(f"  {_get(row, 'tool_call_id')}  ")
-            line.append(str(_get(row, "name")), style="bold")
-            line.append(("  $ " if _get(row, "name") == "shell" else "  ") + str(shown))
+            # what is to be approved under the approval rule (acagent.render._safe): an ESC
+            # sequence in a command must not erase the part of the line it hides
+            line = Text(f"  {visible(str(_get(row, 'tool_call_id')))}  ")
+            line.append(visible(str(_get(row, "name"))), style="bold")
+            line.append("  $ " if _get(row, "name") == "shell" else "  ")
+            line.append(safe_rich(str(shown)))
             console.print(line, highlight=False, no_wrap=True, overflow="ellipsis", crop=True)
+            warning = safe_text(str(shown)).warning
+            if warning is not None:
+                console.print(Text(f"    {warning}", style="yellow"), highlight=False)
         console.print(Text("  answer with `acagent chat --resume ID` (or the web page)", style="dim"))
 
     console.print()
@@ -239,7 +246,7 @@ def _print_steps(console: Console, summary: list[dict[str, Any]]) -> None:
         st = str(step["status"])
         table.add_row(
             str(n),
-            str(step["turn_id"] or ""),
+            plain_cell(step["turn_id"] or ""),
             str(len(step["attempts"])),
             Text(str(step["retries"]), style="yellow" if step["retries"] else ""),
             Text(st, style={"done": "green", "failed": "red", "inflight": "yellow"}.get(st, "")),
@@ -249,5 +256,7 @@ def _print_steps(console: Console, summary: list[dict[str, Any]]) -> None:
     for n, step in enumerate(summary, 1):
         if step["error"]:
             console.print(
-                Text(f"  step {n}: {step['error']}", style="dim"), no_wrap=True, overflow="ellipsis"
+                Text(f"  step {n}: {visible(str(step['error']))}", style="dim"),
+                no_wrap=True,
+                overflow="ellipsis",
             )

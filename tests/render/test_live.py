@@ -525,6 +525,33 @@ class TestSessions:
         assert "done" in text.splitlines()
 
 
+    def test_show_session_escapes_what_a_pending_approval_would_run(self) -> None:
+        """`sessions show` listed a pending command as it was: `rm -rf ~ ESC[2K ESC[1G ls -la`
+        erased its own start on a terminal and read `ls -la` (found by the break-it tester).
+        The command is shown under the approval rule (escaped, with a warning), and the ids,
+        the step errors and the recorded warnings from the journal have no raw control byte."""
+        c = Console(file=io.StringIO(), width=200)
+        info = {
+            "id": "ses_a",
+            "status": "waiting_user",
+            "cwd": "/w",
+            "last_seq": 3,
+            "warnings": ["imported \x1b]8;;http://x\x1b\\link"],
+        }
+        hostile = "rm -rf ~ \x1b[2K\x1b[1Gls -la"
+        approvals = [
+            {"tool_call_id": "c\x1b[31m9", "name": "shell", "arguments": {"command": hostile}},
+            {"tool_call_id": "c10", "name": "write_file", "arguments": {"path": "a\u202eb", "content": "x"}},
+        ]
+        steps = [Step("s1", "turn_\x1b[2J", 1, "failed", "boom \x1b[2J")]
+        show_session(info, steps, approvals, [], console=c)
+        text = out(c)
+        assert "\x1b" not in text  # no raw ESC reaches the terminal
+        assert "rm -rf ~ \\x1b[2K\\x1b[1Gls -la" in text  # the whole command, escaped
+        assert "\\u202e" in text
+        assert text.count("hidden characters shown escaped") == 2
+
+
 @pytest.mark.parametrize("width", [20, 80])
 def test_long_lines_do_not_break_tool_lines(width: int) -> None:
     """Output lines are clipped to the console width, never wrapped into the gutter."""
