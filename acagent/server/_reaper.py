@@ -35,6 +35,7 @@ class StreamConn:
 
     __slots__ = (
         "end",
+        "error",
         "keepalive_due",
         "kind",
         "last_activity",
@@ -60,6 +61,8 @@ class StreamConn:
         self.sending_since: float | None = None
         self.last_activity = anyio.current_time()
         self.end = ""
+        self.error: Any = None
+        """The :class:`~acagent.errors.AcagentError` that ended the stream (``end == "error"``)."""
         self.scope: anyio.CancelScope | None = None
         self.keepalive_due: anyio.Event | None = None
         """Set by the reaper when an SSE connection is due a keep-alive comment."""

@@ -22,6 +22,7 @@ from acagent.server._streams import (
     RESET_TYPE,
     parse_since,
     pump,
+    error_json,
     reattach_reason,
     replay_json,
     reset_json,
@@ -36,7 +37,8 @@ class SSEStream(Response):
     Each event: ``id: <seq>``, ``event: <type>``, ``data: <envelope JSON>``. A re-sent pending
     approval carries ``"replay": true`` and no ``id:``. Keep-alives are comment lines. When the
     subscriber is evicted: ``event: evicted`` with ``data: {"last_seq": N, "message": "re-attach
-    with since=N"}``, then the response ends.
+    with since=N"}``, then the response ends. When the stream fails (a journal read error):
+    ``event: error`` with the error envelope as data, then the response ends (F147).
     """
 
     media_type = "text/event-stream"
@@ -115,7 +117,9 @@ class SSEStream(Response):
         if end == "disconnected":
             return
         tail = b""
-        if end in ("evicted", "timeout"):
+        if end == "error" and conn.error is not None:  # F147: the error, never "daemon stopping"
+            tail = b"event: error\ndata: " + error_json(conn.error) + b"\n\n"
+        elif end in ("evicted", "timeout"):
             data = orjson.dumps({"last_seq": last, "message": reattach_reason(last)})
             tail = b"event: evicted\ndata: " + data + b"\n\n"
         elif end in ("shutdown", "closed", "removed"):

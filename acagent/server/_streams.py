@@ -43,11 +43,14 @@ from acagent.server._security import REFUSED_HANDSHAKE, SUBPROTOCOL
 from acagent.server._state import DaemonState, pending_approval_events
 
 __all__ = [
+    "CLOSE_ERROR",
     "CLOSE_EVICTED",
     "CLOSE_RESTART",
+    "ERROR_TYPE",
     "DISCONNECTED",
     "RESET_TYPE",
     "attach_websocket",
+    "error_json",
     "parse_since",
     "pump",
     "reattach_reason",
@@ -66,6 +69,9 @@ CLOSE_POLICY = 1008
 """WebSocket close code for a client that floods the daemon with frames (``ws_messages_per_s``)."""
 CLOSE_RESTART = 1012
 """WebSocket close code when the daemon shuts down (service restart)."""
+CLOSE_ERROR = 1011
+"""WebSocket close code after a ``stream.error`` frame: the stream failed (a journal read error,
+F147); re-attaching would fail the same way, so a client shows the error and stops."""
 CLOSE_NORMAL = 1000
 """WebSocket close code when the session was removed while attached (reason ``session removed``)."""
 MAX_SEQ = 2**62
@@ -110,6 +116,17 @@ def reset_json(since: int, last_seq: int) -> bytes:
     )
 
 
+ERROR_TYPE = "stream.error"
+"""Type of the WebSocket frame that ends a stream with an error (not an event: no ``seq``)."""
+
+
+def error_json(exc: AcagentError) -> bytes:
+    """The error envelope of ``exc``: ``{"error": {"code", "message", "detail"}}`` as the HTTP API
+    answers it (the SSE ``event: error`` data; the WebSocket ``stream.error`` frame adds
+    ``"type": "stream.error"``)."""
+    return orjson.dumps(exc.to_envelope(), default=str)
+
+
 def replay_json(event: Event) -> bytes:
     """A re-sent pending approval: the original envelope plus ``"replay": true``."""
     return orjson.dumps({**event.to_dict(), "replay": True})
@@ -141,7 +158,9 @@ async def pump(
 
     Returns:
         ``(end, last_seq_sent)`` where end is ``disconnected``, ``evicted``, ``timeout``,
-        ``shutdown`` or ``closed``.
+        ``shutdown``, ``closed``, ``removed`` or ``error`` (an :class:`AcagentError` such as a
+        journal read that failed, kept in ``conn.error``: the front sends it as an error frame,
+        never as a restart, F147).
     """
     session_id = conn.session_id
     lock = anyio.Lock() if keepalive is not None else None
@@ -189,9 +208,11 @@ async def pump(
                     conn.finish("removed")
                 except DISCONNECTED:  # the client went away mid-send: not an error
                     conn.finish("disconnected")
-                except AcagentError as exc:
+                except AcagentError as exc:  # a journal read failed (F147): an error, never a restart
                     log.warning("%s stream of session %s ended: %s", conn.kind, session_id, exc)
-                    conn.finish("closed")
+                    if not conn.end:
+                        conn.error = exc
+                    conn.finish("error")
                 except TimeoutError:
                     conn.finish("timeout")
                 except RuntimeError:  # the bus closed under us (shutdown)
@@ -342,6 +363,13 @@ async def _serve_websocket(state: DaemonState, websocket: WebSocket, conn: Strea
     except DISCONNECTED:
         return
     if end == "disconnected":
+        return
+    if end == "error" and conn.error is not None:
+        with anyio.move_on_after(2.0):
+            with contextlib.suppress(Exception):
+                frame = orjson.dumps({"type": ERROR_TYPE, **conn.error.to_envelope()}, default=str)
+                await websocket.send({"type": "websocket.send", "text": frame.decode()})
+                await websocket.close(CLOSE_ERROR, f"{conn.error.code}; not retried")
         return
     code, reason, grace = CLOSE_EVICTED, reattach_reason(last), state.limits.close_grace_s
     if end == "flood":

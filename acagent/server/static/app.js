@@ -169,7 +169,7 @@ async function createSession() {
 function openSession(id) {
   if (S.ws) { S.gen++; S.ws.onclose = null; S.ws.close(); S.ws = null; }
   clearTimeout(S.timer);
-  Object.assign(S, { sid: id, last: 0, backoff: 0, seen: new Set(), rendered: [], streams: {}, tools: {},
+  Object.assign(S, { sid: id, last: 0, backoff: 0, failed: "", seen: new Set(), rendered: [], streams: {}, tools: {},
                      approvals: {}, status: "", text: "" });
   $("log").replaceChildren(); $("approvals").replaceChildren();
   Object.assign(ST, { active: false, turn: null, tokens: 0, cost: null, ctx: null }); drawStatus();
@@ -202,6 +202,11 @@ function connect() {
     if (gen !== S.gen) return;
     let ev; try { ev = JSON.parse(m.data); } catch (_) { return; }
     S.backoff = 0;
+    if (ev.type === "stream.error") {      // the stream failed (F147): show it; a re-attach would fail again
+      S.failed = (ev.error && (ev.error.message + " [" + ev.error.code + "]")) || "stream error";
+      return;
+    }
+    if (ev.type === "stream.reset") { S.last = ev.last_seq; return; }  // cursor ahead: go on from last_seq
     if (ev.replay) {                       // a re-sent pending approval: never moves the cursor
       if (!S.seen.has(ev.seq)) { S.seen.add(ev.seq); render(ev); }
       return;
@@ -213,6 +218,10 @@ function connect() {
   ws.onclose = (c) => {
     if (gen !== S.gen) return;
     S.ws = null; S.live = false; drawStatus();
+    if (S.failed || c.code === 1011) {     // an error, not a restart: never reconnect (F147)
+      setConn("stream failed: " + (S.failed || c.reason || "daemon error"), "down");
+      return;
+    }
     setConn("reconnecting… since seq " + S.last + " (" + c.code + (c.reason ? ": " + c.reason : "") + ")", "down");
     scheduleReconnect(gen, c.code);
   };
