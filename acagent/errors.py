@@ -187,7 +187,7 @@ class JournalError(AcagentError):
 
     ``status_code`` is 503 (retry later) for a busy, locked or full journal, but 500 for damaged
     data (``detail.reason == "corrupt"``, or a message naming a stored frame/payload, corruption
-    or a malformed database, F147): a retry would fail the same way.
+    or a malformed database, F148): a retry would fail the same way.
     """
 
     code = "journal_error"

@@ -11,7 +11,7 @@ reconnects with ``since`` = the highest seq it delivered, with exponential backo
 and drops duplicates by seq. Re-sent pending approvals (``"replay": true``) are delivered once
 and never move the cursor. A 404 from the daemon ends the iteration with
 :class:`~acagent.errors.SessionNotFound`; a ``stream.reset`` frame (the cursor is above the
-session's last seq) with :class:`~acagent.errors.CursorAhead`; a ``stream.error`` frame (F147) with
+session's last seq) with :class:`~acagent.errors.CursorAhead`; a ``stream.error`` frame (F148) with
 the error of its envelope, never a reconnect. Error envelopes are mapped back to the
 :mod:`acagent.errors` class of their ``code`` (``session_busy`` → :class:`SessionBusy`, …), and
 httpx / websockets exceptions never leave this module untranslated.
@@ -198,7 +198,7 @@ class RemoteSessionClient:
             SessionNotFound: the daemon answered 404 for the session.
             AcagentError: the daemon refused the credential (401/403), or ended the stream with
                 a ``stream.error`` frame / close code 1011 (e.g. ``JournalError`` for a stored
-                event that does not decode, F147): never retried.
+                event that does not decode, F148): never retried.
         """
         import websockets
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -232,7 +232,7 @@ class RemoteSessionClient:
                         data = orjson.loads(frame)
                         if data.get("type") == "stream.reset":
                             raise cursor_ahead(self.session_id, data.get("since"), data.get("last_seq"))
-                        if data.get("type") == "stream.error":  # not retried: it would fail again (F147)
+                        if data.get("type") == "stream.error":  # not retried: it would fail again (F148)
                             raise error_from_envelope(500, data)
                         seq = int(data["seq"])
                         if data.pop("replay", False):
@@ -257,8 +257,10 @@ class RemoteSessionClient:
                 if status in (400, 401, 403, 404):
                     raise err from None
             except ConnectionClosed as exc:
-                if exc.rcvd is not None and exc.rcvd.code == 1011:  # the daemon's stream failed (F147)
-                    raise E.AcagentError(f"the daemon ended the stream with an error: {exc.rcvd.reason}") from None
+                if exc.rcvd is not None and exc.rcvd.code == 1011:  # the daemon's stream failed (F148)
+                    raise E.AcagentError(
+                        f"the daemon ended the stream with an error: {exc.rcvd.reason}"
+                    ) from None
             except (InvalidHandshake, OSError, TimeoutError, orjson.JSONDecodeError):
                 pass
             if is_stopped(self.info.pid):  # a connection lost to a stopped daemon (F137)

@@ -20,9 +20,9 @@ from acagent.server._state import DaemonState
 from acagent.server._streams import (
     DISCONNECTED,
     RESET_TYPE,
+    error_json,
     parse_since,
     pump,
-    error_json,
     reattach_reason,
     replay_json,
     reset_json,
@@ -38,7 +38,7 @@ class SSEStream(Response):
     approval carries ``"replay": true`` and no ``id:``. Keep-alives are comment lines. When the
     subscriber is evicted: ``event: evicted`` with ``data: {"last_seq": N, "message": "re-attach
     with since=N"}``, then the response ends. When the stream fails (a journal read error):
-    ``event: error`` with the error envelope as data, then the response ends (F147).
+    ``event: error`` with the error envelope as data, then the response ends (F148).
     """
 
     media_type = "text/event-stream"
@@ -117,7 +117,7 @@ class SSEStream(Response):
         if end == "disconnected":
             return
         tail = b""
-        if end == "error" and conn.error is not None:  # F147: the error, never "daemon stopping"
+        if end == "error" and conn.error is not None:  # F148: the error, never "daemon stopping"
             tail = b"event: error\ndata: " + error_json(conn.error) + b"\n\n"
         elif end in ("evicted", "timeout"):
             data = orjson.dumps({"last_seq": last, "message": reattach_reason(last)})

@@ -46,8 +46,8 @@ __all__ = [
     "CLOSE_ERROR",
     "CLOSE_EVICTED",
     "CLOSE_RESTART",
-    "ERROR_TYPE",
     "DISCONNECTED",
+    "ERROR_TYPE",
     "RESET_TYPE",
     "attach_websocket",
     "error_json",
@@ -71,7 +71,7 @@ CLOSE_RESTART = 1012
 """WebSocket close code when the daemon shuts down (service restart)."""
 CLOSE_ERROR = 1011
 """WebSocket close code after a ``stream.error`` frame: the stream failed (a journal read error,
-F147); re-attaching would fail the same way, so a client shows the error and stops."""
+F148); re-attaching would fail the same way, so a client shows the error and stops."""
 CLOSE_NORMAL = 1000
 """WebSocket close code when the session was removed while attached (reason ``session removed``)."""
 MAX_SEQ = 2**62
@@ -160,7 +160,7 @@ async def pump(
         ``(end, last_seq_sent)`` where end is ``disconnected``, ``evicted``, ``timeout``,
         ``shutdown``, ``closed``, ``removed`` or ``error`` (an :class:`AcagentError` such as a
         journal read that failed, kept in ``conn.error``: the front sends it as an error frame,
-        never as a restart, F147).
+        never as a restart, F148).
     """
     session_id = conn.session_id
     lock = anyio.Lock() if keepalive is not None else None
@@ -208,7 +208,7 @@ async def pump(
                     conn.finish("removed")
                 except DISCONNECTED:  # the client went away mid-send: not an error
                     conn.finish("disconnected")
-                except AcagentError as exc:  # a journal read failed (F147): an error, never a restart
+                except AcagentError as exc:  # a journal read failed (F148): an error, never a restart
                     log.warning("%s stream of session %s ended: %s", conn.kind, session_id, exc)
                     if not conn.end:
                         conn.error = exc

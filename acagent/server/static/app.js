@@ -202,7 +202,7 @@ function connect() {
     if (gen !== S.gen) return;
     let ev; try { ev = JSON.parse(m.data); } catch (_) { return; }
     S.backoff = 0;
-    if (ev.type === "stream.error") {      // the stream failed (F147): show it; a re-attach would fail again
+    if (ev.type === "stream.error") {      // the stream failed (F148): show it; a re-attach would fail again
       S.failed = (ev.error && (ev.error.message + " [" + ev.error.code + "]")) || "stream error";
       return;
     }
@@ -218,7 +218,7 @@ function connect() {
   ws.onclose = (c) => {
     if (gen !== S.gen) return;
     S.ws = null; S.live = false; drawStatus();
-    if (S.failed || c.code === 1011) {     // an error, not a restart: never reconnect (F147)
+    if (S.failed || c.code === 1011) {     // an error, not a restart: never reconnect (F148)
       setConn("stream failed: " + (S.failed || c.reason || "daemon error"), "down");
       return;
     }
