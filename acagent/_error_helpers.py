@@ -1,7 +1,7 @@
 """Functions over the error tree of :mod:`acagent.errors` (which re-exports them): the first
 :class:`~acagent.errors.AcagentError` or the first plain exception inside an exception group,
-and the one rule a session id or id prefix must pass (else
-:class:`~acagent.errors.SessionNotFound`).
+the one rule a session id or id prefix must pass (else
+:class:`~acagent.errors.SessionNotFound`), and whether a journal error names damaged data.
 
 The error classes stay in :mod:`acagent.errors` (one module); this module imports them inside
 its functions, as ``acagent.errors`` imports this one when it loads.
@@ -15,7 +15,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from acagent.errors import AcagentError
 
-__all__ = ["check_session_prefix", "find_acagent_error", "leaf_exception"]
+__all__ = ["check_session_prefix", "find_acagent_error", "is_damaged", "leaf_exception"]
+
+_DAMAGED = ("stored frame", "stored payload", "corrupt", "malformed", "not a database")
+"""Words of the journal errors that name damaged data (the store's ``stored frame/payload is …``,
+SQLite's ``database disk image is malformed`` / ``file is not a database``)."""
+
+
+def is_damaged(message: str, detail: object) -> bool:
+    """Whether a journal error is about damaged stored data (not retryable) rather than a busy,
+    locked or full journal: ``detail["reason"] == "corrupt"``, or — without a ``reason`` — a
+    message with one of :data:`_DAMAGED`'s words (F148)."""
+    reason = detail.get("reason") if isinstance(detail, dict) else None
+    return reason == "corrupt" or (reason is None and any(w in message for w in _DAMAGED))
 
 
 _ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,128}")

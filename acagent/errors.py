@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acagent._error_helpers import check_session_prefix, find_acagent_error, leaf_exception
+from acagent._error_helpers import check_session_prefix, find_acagent_error, is_damaged, leaf_exception
 
 __all__ = [
     "AcagentError",
@@ -176,28 +176,15 @@ class InvalidTransition(AcagentError):
     status_code = 409
 
 
-_CORRUPT_MARKERS = ("stored frame", "stored payload", "corrupt", "malformed", "not a database")
-"""Words of the journal errors that name damaged data (the store's ``stored frame/payload is …``,
-SQLite's ``database disk image is malformed`` / ``file is not a database``)."""
-
-
 class JournalError(AcagentError):
-    """Raised when the journal cannot be read or written (disk full, locked past the busy timeout,
-    a stored row that does not decode).
-
-    ``status_code`` is 503 (retry later) for a busy, locked or full journal, but 500 for damaged
-    data (``detail.reason == "corrupt"``, or a message naming a stored frame/payload, corruption
-    or a malformed database, F148): a retry would fail the same way.
-    """
+    """Raised when the journal cannot be read or written: 503 if busy/locked/full, 500 if damaged (F148)."""
 
     code = "journal_error"
     status_code = 503
 
     def __init__(self, message: str, *, detail: Any = None) -> None:
-        super().__init__(message, detail=detail)
-        reason = detail.get("reason") if isinstance(detail, dict) else None
-        if reason == "corrupt" or (reason is None and any(m in message for m in _CORRUPT_MARKERS)):
-            self.status_code = 500
+        super().__init__(message, detail=detail)  # damaged data: a retry would fail the same way
+        self.status_code = 500 if is_damaged(message, detail) else 503
 
 
 class InvalidHistory(AcagentError):
