@@ -236,9 +236,11 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
             except JournalError:
                 if since >= row.last_seq:  # not a damaged event of this session: the journal itself
                     raise
-                page = await _around_damage(journal, row.id, since, done)
-                if page is None:  # the event after `since` is unreadable: reported, skipped
-                    since += 1
+                page = await _around_damage(journal, row.id, since, row.last_seq, done)
+                if isinstance(page, int):  # the events after `since` are unreadable: reported, skipped
+                    since = page
+                    if since >= row.last_seq:
+                        break
                     continue
             if not page:
                 break
@@ -255,9 +257,7 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
     try:
         run_async(lambda: _with_journal(settings, go))
         if done.get("skipped"):
-            seqs = ", ".join(str(q) for q in done["skipped"][:20]) + (
-                " …" if len(done["skipped"]) > 20 else ""
-            )
+            seqs = _seq_ranges(done["skipped"])
             fail(
                 f"export of session {done['id']!r}: {len(done['skipped'])} unreadable event(s) skipped"
                 f" (seq {seqs}); the other {done['events']} events were exported"
@@ -277,13 +277,17 @@ def export_command(session_id: Annotated[str, typer.Argument(help="Session id or
         )
 
 
-async def _around_damage(journal: Any, session_id: str, since: int, done: dict[str, Any]) -> list[Any] | None:
+async def _around_damage(
+    journal: Any, session_id: str, since: int, last: int, done: dict[str, Any]
+) -> list[Any] | int:
     """Read the page after ``since`` one event at a time, because one of them does not decode.
 
     Returns the events readable before the damaged one (an empty list only if the session ended),
-    or None when the event right after ``since`` is the damaged one: it is named on stderr and
-    recorded in ``done["skipped"]``, and the export goes on after it (seqs are gapless, so
-    ``since + 1`` is that event).
+    or, when the event right after ``since`` is unreadable, the last seq to skip: the damaged
+    row's (the error's ``detail``, a whole frame, m016), at least ``since + 1``, at most the
+    session's ``last`` seq. It is named on
+    stderr once (one line per damaged row, however many of its events) and its seqs recorded in
+    ``done["skipped"]``.
     """
     good: list[Any] = []
     for _ in range(EXPORT_PAGE_EVENTS):
@@ -292,13 +296,29 @@ async def _around_damage(journal: Any, session_id: str, since: int, done: dict[s
         except JournalError as err:
             if good:
                 return good
-            sys.stderr.write(f"acagent: warning: {err.message}; skipped\n")
-            done.setdefault("skipped", []).append(since + 1)
-            return None
+            detail = err.detail if isinstance(err.detail, dict) else {}
+            upto = max(since + 1, min(int(detail.get("last_seq", since + 1)), last))
+            if err.message not in done.setdefault("warned", set()):
+                done["warned"].add(err.message)
+                sys.stderr.write(f"acagent: warning: {err.message}; skipped\n")
+            done.setdefault("skipped", []).extend(range(since + 1, upto + 1))
+            return upto
         if not one:
             return good
         good.extend(one)
     return good
+
+
+def _seq_ranges(seqs: list[int]) -> str:
+    """``[2, 3, 4, 9]`` as ``"2-4, 9"`` (the first 20 runs, then ``…``)."""
+    runs: list[list[int]] = []
+    for q in seqs:
+        if runs and q == runs[-1][1] + 1:
+            runs[-1][1] = q
+        else:
+            runs.append([q, q])
+    text = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:20]]
+    return ", ".join(text) + (" …" if len(runs) > 20 else "")
 
 
 @app.command("import")

@@ -32,14 +32,15 @@ with plain ``sqlite3`` now (``tests/``, people inspecting a file).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
 
 from acagent.errors import JournalError
 from acagent.events import Event
-from acagent.store._payload import FORMAT_FRAME_V1, decode_payload, encode_frame, encode_payload, inflate
+from acagent.store._frame_seqs import SeqCheck, row_span
+from acagent.store._payload import FRAME_BYTES, decode_payload, encode_frame, encode_payload, frame_json
 
 __all__ = [
     "INSERT_EVENT",
@@ -82,7 +83,6 @@ TYPE_CODES: dict[str, str] = {
 """The letter of each event type in a frame's ``type`` column (file format: append only)."""
 _TYPE_OF = {code: name for name, code in TYPE_CODES.items()}
 _SEQ_MASK = (1 << 32) - 1
-_FRAME_BYTE = bytes((FORMAT_FRAME_V1,))
 
 
 def event_rows(
@@ -95,21 +95,22 @@ def event_rows(
     if len(types) > 1:
         codes = "".join(TYPE_CODES.get(t, "") for t in types)
         if len(codes) == len(types):
-            return [(base | first_seq, ts, codes, encode_frame(texts))]
+            return [(base | first_seq, ts, codes, encode_frame(texts, codes))]
     return [
         (base | (first_seq + i), ts, t, encode_payload(p))
         for i, (t, p) in enumerate(zip(types, texts, strict=True))
     ]
 
 
-def _frame_list(stored: bytes, where: str) -> list[Any]:
-    """The payloads of a stored frame (a JSON array).
+def _frame_list(stored: bytes, codes: str, where: str) -> list[Any]:
+    """The payloads of a stored frame (a JSON array) whose type letters are ``codes``.
 
     Raises:
-        JournalError: it does not inflate or parse, or is not an array (names ``where``).
+        JournalError: it does not inflate or parse, is not an array, or its CRC (V2) does not
+            match (names ``where``).
     """
     try:
-        payloads = orjson.loads(inflate(stored, where))
+        payloads = orjson.loads(frame_json(stored, codes, where))
     except orjson.JSONDecodeError as exc:
         raise JournalError(f"{where}: stored frame is not JSON ({exc})") from exc
     if not isinstance(payloads, list):
@@ -123,7 +124,7 @@ def _frame_events(session_id: str, first: int, ts: str, codes: Any, stored: byte
             f"session {session_id!r} event {first}: a frame whose type column is a {type(codes).__name__}"
         )
     where = f"session {session_id!r} events {first}-{first + len(codes) - 1} (one frame)"
-    payloads = _frame_list(stored, where)
+    payloads = _frame_list(stored, codes, where)
     if len(payloads) != len(codes):
         raise JournalError(
             f"{where}: stored frame holds {len(payloads)} payloads, its type column names {len(codes)}"
@@ -136,19 +137,20 @@ def _frame_events(session_id: str, first: int, ts: str, codes: Any, stored: byte
                 f"unknown type letter {code!r}"
                 if typ is None
                 else f"a {type(payload).__name__}, not a JSON object"
-            )
-            raise JournalError(f"session {session_id!r} event {first + i} (in a frame): {what}")
+            )  # every event of the frame is unreadable then: the message names the frame's seqs
+            raise JournalError(f"{where}: event {first + i}: {what}")
         out.append(Event.trusted(first + i, ts, session_id, typ, payload))
     return out
 
 
-def frame_payload(stored: bytes, at: int, where: str) -> Any:
-    """The payload at place ``at`` (0-based) of a stored frame, or None when it has no such place.
+def frame_payload(stored: bytes, codes: str, at: int, where: str) -> Any:
+    """The payload at place ``at`` (0-based) of a stored frame whose type letters are ``codes``,
+    or None when it has no such place.
 
     Raises:
-        JournalError: the frame does not decode (names ``where``).
+        JournalError: the frame does not decode or its CRC does not match (names ``where``).
     """
-    payloads = _frame_list(stored, where)
+    payloads = _frame_list(stored, codes, where)
     return payloads[at] if 0 <= at < len(payloads) else None
 
 
@@ -158,27 +160,35 @@ def row_events(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Event]:
 
     Raises:
         JournalError: a stored payload or frame does not decode, is not a JSON object, or a frame
-            disagrees with its type column (names the session and the seq or seq range).
+            disagrees with its type column (names the session and the seq or seq range; its
+            ``detail`` is ``{"session_id", "first_seq", "last_seq"}``).
     """
     out: list[Event] = []
     for key, ts, typ, stored in rows:
         seq = key & _SEQ_MASK
-        if type(stored) is bytes and stored[:1] == _FRAME_BYTE:
-            out.extend(_frame_events(session_id, seq, ts, typ, stored))
-            continue
         try:
-            payload = orjson.loads(decode_payload(stored, f"session {session_id!r} event {seq}"))
-        except orjson.JSONDecodeError as exc:
-            raise JournalError(
-                f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})"
-            ) from exc
-        if not isinstance(payload, dict):  # a damaged row that still parses ([1,2], 42, "x")
-            raise JournalError(
-                f"session {session_id!r} event {seq}: stored payload is not a JSON object"
-                f" (a {type(payload).__name__})"
-            )
-        out.append(Event.trusted(seq, ts, session_id, typ, payload))
+            out.extend(_row_events(session_id, seq, ts, typ, stored))
+        except JournalError as exc:
+            if exc.detail is None:  # the row's seqs, for a reader that goes on after them (export)
+                n = row_span(typ, stored)
+                exc.detail = {"session_id": session_id, "first_seq": seq, "last_seq": seq + n - 1}
+            raise
     return out
+
+
+def _row_events(session_id: str, seq: int, ts: str, typ: Any, stored: Any) -> list[Event]:
+    if type(stored) is bytes and stored[:1] in FRAME_BYTES:
+        return _frame_events(session_id, seq, ts, typ, stored)
+    try:
+        payload = orjson.loads(decode_payload(stored, f"session {session_id!r} event {seq}"))
+    except orjson.JSONDecodeError as exc:
+        raise JournalError(f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})") from exc
+    if not isinstance(payload, dict):  # a damaged row that still parses ([1,2], 42, "x")
+        raise JournalError(
+            f"session {session_id!r} event {seq}: stored payload is not a JSON object"
+            f" (a {type(payload).__name__})"
+        )
+    return [Event.trusted(seq, ts, session_id, typ, payload)]
 
 
 def _type_sql(types: Sequence[str]) -> tuple[str, list[Any]]:
@@ -206,48 +216,73 @@ def select_events(
     the row holding ``since + 1`` (no index).
 
     Raises:
-        JournalError: a row in the range does not decode (:func:`row_events`).
+        JournalError: a row in the range does not decode (:func:`row_events`), or the rows' seqs
+            do not follow each other or pass ``session.last_seq`` (:mod:`~acagent.store._frame_seqs`).
     """
-    row = db.execute("SELECT num FROM session WHERE id = ?", (session_id,)).fetchone()
+    row = db.execute("SELECT num, last_seq FROM session WHERE id = ?", (session_id,)).fetchone()
     if row is None or row[0] is None:
         return []
     base = row[0] << 32
     top = _SEQ_MASK if until is None else min(max(until, 0), _SEQ_MASK)
     first = base + min(max(since, 0), _SEQ_MASK - 1) + 1
-    # the row holding seq since + 1: a frame may begin before it (one probe of the key)
-    start = db.execute(
-        "SELECT key FROM event_log WHERE key > ? AND key <= ? ORDER BY key DESC LIMIT 1", (base, first)
-    ).fetchone()
-    lo, hi = (start[0] if start else first), base + top
-    where, targs = _type_sql(types) if types else ("", [])
-    sql = "SELECT key, ts, type, payload FROM event_log WHERE key >= ? AND key <= ?"
-    sql += f" AND {where}" if where else ""
+    # the row holding seq since + 1: a frame may begin before it (one probe of the key), and the
+    # two rows before it: the read's rows continue from the one before, if that one follows its own
+    # (else it is the damaged one, named by the reads that read it, not this one's floor)
+    probe = [
+        (k & _SEQ_MASK, (k & _SEQ_MASK) + row_span(t, h) - 1)
+        for k, t, h in db.execute(
+            "SELECT key, type, substr(payload, 1, 1) FROM event_log WHERE key > ? AND key <= ?"
+            " ORDER BY key DESC LIMIT 3",
+            (base, first),
+        )
+    ]
+    lo, hi = base + (probe[0][0] if probe else first - base), base + top
+    floor: int | None = 0  # none before: the session's first row, which must begin at seq 1
+    if len(probe) > 1:
+        floor = probe[1][1] if probe[1][0] == (probe[2][1] + 1 if len(probe) > 2 else 1) else None
+    check = SeqCheck(db, session_id, row[1], floor=floor, top=top, descending=newest_first)
+    # every row of the range is read, its seqs checked (a filtered read too: the type filter picks
+    # the rows to decode, ``hit``; the others give only their first byte, which tells a frame)
+    if types:
+        where, targs = _type_sql(types)
+        cols, args = (
+            f"CASE WHEN {where} THEN payload ELSE substr(payload, 1, 1) END, {where}",
+            [*targs, *targs],
+        )
+    else:
+        cols, args = "payload, 1", []
+    sql = f"SELECT key, ts, type, {cols} FROM event_log WHERE key >= ? AND key <= ?"
     sql += " ORDER BY key DESC" if newest_first else " ORDER BY key"
     wanted = set(types)
 
-    def keep(events: list[Event]) -> list[Event]:
-        return [e for e in events if since < e.seq <= top and (not wanted or e.type in wanted)]
+    def read(rows: list[Any]) -> Iterator[list[Event]]:
+        for key, ts, typ, stored, hit in rows:  # one row at a time: the first fault in seq order is named
+            check.row(key & _SEQ_MASK, row_span(typ, stored))
+            if hit:
+                yield [
+                    e
+                    for e in row_events(session_id, ((key, ts, typ, stored),))
+                    if since < e.seq <= top and (not wanted or e.type in wanted)
+                ]
 
-    if limit is None:
-        return keep(row_events(session_id, db.execute(sql, [lo, hi, *targs]).fetchall()))
     out: list[Event] = []
-    while lo <= hi and len(out) < limit:
-        # every row holds an event of the range and the types but the two end ones: a page of
-        # limit + 2 rows nearly always suffices, else the next page goes on past its last row
-        want = limit - len(out) + 2
-        rows = db.execute(sql + " LIMIT ?", [lo, hi, *targs, want]).fetchall()
-        for row in rows:  # one row at a time: a damaged row past the limit is never decoded
-            events = keep(row_events(session_id, (row,)))
+    while lo <= hi and (limit is None or len(out) < limit):
+        # a page of limit + 2 rows nearly always suffices unfiltered (every row holds an event of
+        # the range but the two end ones), else the next page goes on past its last row
+        want = -1 if limit is None else max(limit - len(out) + 2, 256 if types else 0)
+        rows = db.execute(sql + " LIMIT ?", [*args, lo, hi, want]).fetchall()
+        for events in read(rows):  # a damaged row past the limit is never decoded
             out.extend(reversed(events) if newest_first else events)
-            if len(out) >= limit:
-                break
-        if len(rows) < want:
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
+        if want < 0 or len(rows) < want:
+            check.end(since)
             break
         if newest_first:
             hi = rows[-1][0] - 1
         else:
             lo = rows[-1][0] + 1
-    return out[:limit]
+    return out if limit is None else out[:limit]
 
 
 def count_type(db: sqlite3.Connection, session_id: str, typ: str) -> int:

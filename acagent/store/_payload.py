@@ -22,7 +22,15 @@ Stored format, told apart by SQLite's storage class and the format byte:
   with the same :data:`_DICT_V1` of the commit's payloads as one JSON array ``[p1,p2,…]`` in seq
   order (their types are the row's ``type`` letters, their seqs follow the row's key). Always a
   BLOB, even when not smaller: the format byte is what makes it a frame. :func:`decode_payload`
-  refuses it (it is no single payload); :func:`inflate` reads both formats.
+  refuses it (it is no single payload); :func:`inflate` reads both formats. Written only on the
+  day frames came (never released): read, never written;
+- ``BLOB`` :data:`FORMAT_FRAME_V2` (what frames are written as): one format byte, a CRC32
+  (``zlib.crc32``, 4 bytes big-endian) over the row's ``type`` letters (ASCII) then the
+  uncompressed JSON array, then the raw deflate of that array as in V1. Raw deflate has no
+  checksum and SQLite pages none either: one flipped bit in a V1 frame often inflated to other
+  valid JSON (a path in a user message changed, 67 of 300 random flips), and two swapped type
+  letters retyped two events; :func:`frame_json` checks the CRC on every read. The byte is 7, at
+  two flipped bits from 1 and 2: one flipped bit of it is an unknown format, never another format.
 
 The dictionary is part of the file format: never edit it; a new one takes a new format byte.
 It holds only what acagent itself writes (envelope keys, event and status names, acagent's own
@@ -40,9 +48,12 @@ from acagent.errors import JournalError
 __all__ = [
     "FORMAT_DEFLATE_V1",
     "FORMAT_FRAME_V1",
+    "FORMAT_FRAME_V2",
+    "FRAME_BYTES",
     "decode_payload",
     "encode_frame",
     "encode_payload",
+    "frame_json",
     "inflate",
     "payload_text",
 ]
@@ -51,7 +62,11 @@ FORMAT_DEFLATE_V1 = 1
 """Format byte of a deflate-with-:data:`_DICT_V1` payload."""
 FORMAT_FRAME_V1 = 2
 """Format byte of a frame: a commit's payloads as one JSON array, deflated with :data:`_DICT_V1`
-(m016, :mod:`acagent.store._frames`)."""
+(m016, :mod:`acagent.store._frames`); read only: frames are written as :data:`FORMAT_FRAME_V2`."""
+FORMAT_FRAME_V2 = 7
+"""Format byte of a frame with a CRC32 over its type letters and its JSON (module docstring)."""
+FRAME_BYTES = (bytes((FORMAT_FRAME_V1,)), bytes((FORMAT_FRAME_V2,)))
+"""The first byte of a stored frame, either format (``stored[:1] in FRAME_BYTES``)."""
 
 # zlib finds the end of a dictionary cheapest to refer to: the most common strings come last.
 _DICT_V1 = (
@@ -72,6 +87,9 @@ _DICT_V1 = (
 )
 
 
+_DEFLATE_BYTE = bytes((FORMAT_DEFLATE_V1,))
+_FRAME_V1_BYTE, _FRAME_V2_BYTE = FRAME_BYTES
+
 _SMALL = 1024
 """Payloads up to this many bytes (most events) are compressed by a copy of :data:`_SMALL_Z`."""
 _SMALL_Z = zlib.compressobj(6, zlib.DEFLATED, -12, 4, zdict=_DICT_V1)
@@ -82,27 +100,49 @@ with :data:`_DICT_V1`; the 32 KiB-window decoder reads it), and for payloads thi
 same bytes as the large compressor in practice (``tests/store/test_payload_format.py``)."""
 
 
-def _deflate(fmt: int, raw: bytes) -> bytes:
+def _deflate(head: bytes, raw: bytes) -> bytes:
     z = _SMALL_Z.copy() if len(raw) <= _SMALL else zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICT_V1)
-    return bytes((fmt,)) + z.compress(raw) + z.flush()
+    return head + z.compress(raw) + z.flush()
 
 
 def encode_payload(text: str) -> str | bytes:
     """What to store for a payload's JSON ``text``: the compressed BLOB, or ``text`` if not smaller."""
     raw = text.encode()
-    packed = _deflate(FORMAT_DEFLATE_V1, raw)
+    packed = _deflate(_DEFLATE_BYTE, raw)
     return packed if len(packed) < len(raw) else text
 
 
-def encode_frame(texts: Sequence[str]) -> bytes:
-    """The stored frame of a commit's payload JSON ``texts`` (in seq order): :data:`FORMAT_FRAME_V1`
-    then the raw deflate of ``[text1,text2,…]`` with :data:`_DICT_V1` (always a BLOB: the format
-    byte is what says "frame")."""
-    return _deflate(FORMAT_FRAME_V1, b"[" + ",".join(texts).encode() + b"]")
+def encode_frame(texts: Sequence[str], codes: str) -> bytes:
+    """The stored frame of a commit's payload JSON ``texts`` (in seq order) whose type letters are
+    ``codes``: :data:`FORMAT_FRAME_V2`, the CRC32 of ``codes`` then ``[text1,text2,…]``, then the
+    raw deflate of that array with :data:`_DICT_V1` (always a BLOB: the format byte says "frame")."""
+    raw = b"[" + ",".join(texts).encode() + b"]"
+    crc = zlib.crc32(raw, zlib.crc32(codes.encode()))
+    return _deflate(_FRAME_V2_BYTE + crc.to_bytes(4, "big"), raw)
 
 
-def inflate(stored: bytes, where: str) -> bytes:
-    """The inflated body of a stored BLOB of either format (the bytes after its format byte).
+def frame_json(stored: bytes, codes: str, where: str) -> bytes:
+    """The JSON array of a stored frame (``stored[:1] in FRAME_BYTES``) whose row's ``type`` is
+    ``codes``; a V2 frame's CRC is checked against ``codes`` and the inflated JSON.
+
+    Raises:
+        JournalError: it does not inflate, or the CRC does not match (names ``where``).
+    """
+    if stored[:1] == _FRAME_V1_BYTE:
+        return inflate(stored, where)
+    if len(stored) < 6:
+        raise JournalError(f"{where}: stored frame is corrupt (truncated)")
+    raw = inflate(stored, where, 5)
+    if zlib.crc32(raw, zlib.crc32(codes.encode())) != int.from_bytes(stored[1:5], "big"):
+        raise JournalError(
+            f"{where}: stored frame is corrupt (its checksum does not match its types and payloads)"
+        )
+    return raw
+
+
+def inflate(stored: bytes, where: str, start: int = 1) -> bytes:
+    """The inflated body of a stored BLOB (the deflate stream from ``start``: after the format
+    byte, and after a V2 frame's CRC).
 
     Raises:
         JournalError: the stream does not inflate, is truncated or has bytes after its end
@@ -110,7 +150,7 @@ def inflate(stored: bytes, where: str) -> bytes:
     """
     try:
         z = zlib.decompressobj(-15, zdict=_DICT_V1)
-        out = z.decompress(stored[1:]) + z.flush()
+        out = z.decompress(stored[start:]) + z.flush()
     except zlib.error as exc:
         raise JournalError(f"{where}: stored payload is corrupt ({exc})") from exc
     if not z.eof:

@@ -34,7 +34,7 @@ import orjson
 from acagent.errors import JournalError
 from acagent.store._frames import frame_payload
 from acagent.store._numbering import LAST_MESSAGE_CHARS
-from acagent.store._payload import FORMAT_FRAME_V1, decode_payload, encode_payload, payload_text
+from acagent.store._payload import FRAME_BYTES, decode_payload, encode_payload, payload_text
 from acagent.store._rows import SESSION_COLS, SessionRow
 
 __all__ = [
@@ -63,11 +63,13 @@ SESSION_SELECT = (
         for c in SESSION_COLS
     )
     + f", (SELECT payload FROM event_log {_MESSAGE_ROW}), session.last_message_seq - (SELECT key & 4294967295 FROM event_log {_MESSAGE_ROW})"
+    + f", (SELECT type FROM event_log {_MESSAGE_ROW})"
 )
 """The :class:`SessionRow` columns of ``SELECT … FROM session`` (rows for :func:`session_row`), then
 the stored payload of the row holding the event ``last_message`` comes from and the event's place
 in it (0 for a row of its own; NULL before the session's first message commit since m014), since
-m016 maybe a frame that begins before it (:mod:`acagent.store._frames`)."""
+m016 maybe a frame that begins before it (:mod:`acagent.store._frames`), and that row's ``type``
+(a frame's letters, which its CRC covers)."""
 
 _MESSAGE_AT = len(SESSION_COLS)
 
@@ -86,14 +88,18 @@ def session_row(row: Sequence[Any]) -> SessionRow:
     if values[_AT["approval_rules"]] is None:
         values[_AT["approval_rules"]] = "{}"
     if row[_MESSAGE_AT] is not None:  # m014: the text of the event last_message_seq names
-        values[_AT["last_message"]] = _message_text(row[_MESSAGE_AT], row[_MESSAGE_AT + 1], values[0])
+        values[_AT["last_message"]] = _message_text(
+            row[_MESSAGE_AT], row[_MESSAGE_AT + 1], row[_MESSAGE_AT + 2], values[0]
+        )
     return SessionRow(*values)
 
 
-def _message_text(stored: str | bytes, at: int, session_id: str) -> str:
+def _message_text(stored: str | bytes, at: int, codes: Any, session_id: str) -> str:
     where = f"session {session_id!r}: the last message's event"
-    if type(stored) is bytes and stored[:1] == bytes((FORMAT_FRAME_V1,)):  # in a commit's frame (m016)
-        payload = frame_payload(stored, at, where)
+    if type(stored) is bytes and stored[:1] in FRAME_BYTES:  # in a commit's frame (m016)
+        if not isinstance(codes, str):
+            raise JournalError(f"{where}: a frame whose type column is a {type(codes).__name__}")
+        payload = frame_payload(stored, codes, at, where)
     else:
         try:
             payload = orjson.loads(decode_payload(stored, where)) if at == 0 else None

@@ -55,7 +55,10 @@ def event_arguments(db: sqlite3.Connection, session_id: str, seq: int, tool_call
     from acagent.store._frames import select_events  # (a frame or a row of its own, m016)
 
     where = f"session {session_id!r} tool call {tool_call_id!r}: event {seq}"
-    events = select_events(db, session_id, since=seq - 1, until=seq, types=("tool.call",))
+    try:
+        events = select_events(db, session_id, since=seq - 1, until=seq, types=("tool.call",))
+    except JournalError as exc:  # its row, or the rows around it, are damaged
+        raise JournalError(f"{where}: {exc.message}", detail=exc.detail) from exc
     if len(events) != 1 or "arguments" not in events[0].payload:
         raise JournalError(f"{where} does not hold the call's arguments")
     return orjson.dumps(events[0].payload["arguments"]).decode()

@@ -356,7 +356,46 @@ def test_export_skips_an_unreadable_event_and_exports_the_rest(
     assert r.returncode == 1
     got = [json.loads(line) for line in r.stdout.splitlines()]
     assert got == [e for e in whole if e["seq"] not in lost]
-    assert f"events {lost[0]}-{lost[-1]} (one frame)" in r.stderr and "skipped" in r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("acagent: warning:")]
+    assert len(warnings) == 1, r.stderr  # one line for the frame (was one per event of it)
+    assert f"events {lost[0]}-{lost[-1]} (one frame)" in warnings[0] and "skipped" in warnings[0]
     assert "Traceback" not in r.stderr
-    seqs = ", ".join(map(str, lost))
+    seqs = f"{lost[0]}-{lost[-1]}"
     assert f"{len(lost)} unreadable event(s) skipped (seq {seqs})" in r.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("flip", [1, 2])
+def test_export_names_a_frame_whose_key_moved_once_and_never_relabels_seqs(
+    cli: Any, mock: MockProvider, workspace: Path, flip: int
+) -> None:
+    """Before: the key of a frame XOR 1 or 2 exported its events under other seqs (a gap, seqs
+    relabelled or twice, one past the session's last seq), exit 0, no word of it. Now the row is
+    named once (session and seqs), the events of the rows around it are exported, and the exit is 1."""
+    import sqlite3
+
+    mock.script(TextReply("one"), TextReply("two"))
+    base = ["--model", "openai:mock", "--base-url", mock.openai_base_url]
+    cli("run", *base, "first", cwd=workspace, check=True)
+    sid = json.loads(cli("sessions", "list", "--json", cwd=workspace, check=True).stdout)[0]["id"]
+    cli("run", "--resume", sid, *base, "second", cwd=workspace, check=True)
+    whole = [json.loads(line) for line in cli("export", sid, check=True).stdout.splitlines()]
+    db = sqlite3.connect(cli.home / "acagent.db")
+    with db:
+        (num,) = db.execute("SELECT num FROM session WHERE id = ?", (sid,)).fetchone()
+        keys = {k for (k,) in db.execute("SELECT key FROM event_log WHERE key >> 32 = ?", (num,))}
+        key = next(  # a frame in the middle whose moved key collides with no row
+            k
+            for k, t in db.execute("SELECT key, type FROM event_log WHERE key >> 32 = ? ORDER BY key", (num,))
+            if len(t) > 1 and t.isupper() and k & 0xFFFFFFFF > 4 and k ^ flip not in keys
+        )
+        db.execute("UPDATE event_log SET key = ? WHERE key = ?", (key ^ flip, key))
+    db.close()
+    r = cli("export", sid)
+    assert r.returncode == 1, r.stderr
+    got = [json.loads(line) for line in r.stdout.splitlines()]
+    seqs = [e["seq"] for e in got]
+    assert seqs == sorted(set(seqs)) and set(seqs) < {e["seq"] for e in whole}  # no seq twice, none new
+    assert all(e in whole for e in got)  # no event under another seq
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("acagent: warning:")]
+    assert len(warnings) == 1 and f"session {sid!r} event" in warnings[0], r.stderr
+    assert "Traceback" not in r.stderr and "unreadable event(s) skipped" in r.stderr.splitlines()[-1]

@@ -16,10 +16,10 @@ import pytest
 
 from acagent.errors import JournalError
 from acagent.events import EVENT_TYPES
-from acagent.store import SqliteJournal, _sqlite_commit
+from acagent.store import SqliteJournal, _payload, _sqlite_commit
 from acagent.store._frames import TYPE_CODES, stored_events
 from acagent.store._ops import STATUSES, SetStatus
-from acagent.store._payload import FORMAT_FRAME_V1, encode_payload, payload_text
+from acagent.store._payload import FORMAT_FRAME_V1, FORMAT_FRAME_V2, encode_payload, payload_text
 
 pytestmark = pytest.mark.anyio
 
@@ -111,7 +111,7 @@ async def test_a_commit_of_several_events_is_one_row_and_a_single_event_keeps_it
     assert len(rows) == 1 + commits  # session.created, then one row per commit
     frames = [r for r in rows if r[2].isupper()]
     assert len(frames) == commits - 2  # the two lone tool.result commits keep a row of their own
-    assert all(r[3] == "blob" and r[4] == bytes((FORMAT_FRAME_V1,)) for r in frames)
+    assert all(r[3] == "blob" and r[4] == bytes((FORMAT_FRAME_V2,)) for r in frames)
     by_seq = {e.seq: e for e in events}
     for seq, ts, codes, _, _ in frames:  # a frame: the first seq, the commit's ts, one letter per event
         inside = [by_seq[seq + i] for i in range(len(codes))]
@@ -223,9 +223,15 @@ async def test_a_journal_of_rows_per_event_upgraded_mid_session_reads_on_with_fr
     db.close()
 
 
+def v1_frame(stored: bytes) -> bytes:
+    """The V1 frame (format byte 2, no CRC: written on main before V2) of a V2 frame's payloads."""
+    return _payload._deflate(bytes((FORMAT_FRAME_V1,)), _payload.inflate(stored, "a frame", 5))
+
+
 async def test_a_damaged_frame_is_one_clear_error_naming_the_session_and_its_seqs(tmp_path: Path) -> None:
     """Like a damaged event (test_payload_format): a JournalError, never a traceback; the events
-    before the frame stay readable."""
+    before the frame stay readable. A V2 frame's CRC covers its type letters (a V1 frame, still
+    read, has none: its type column is only checked against its payloads)."""
     path = tmp_path / "a.db"
     j = await SqliteJournal.open(path)
     try:
@@ -240,27 +246,62 @@ async def test_a_damaged_frame_is_one_clear_error_naming_the_session_and_its_seq
         key, codes, blob = db.execute(
             "SELECT key, type, payload FROM event_log WHERE type = 'CDM'"
         ).fetchone()
+        assert blob[:1] == bytes((FORMAT_FRAME_V2,))
         where = f"session {row.id!r} events 2-4 (one frame)"
-        for column, damaged, says in (
-            ("payload", blob[:-3] + b"\xff\xfe\xfd", f"{where}: stored payload is corrupt"),
-            ("payload", blob[:6], f"{where}: stored payload is corrupt"),
+        crc = "stored frame is corrupt (its checksum does not match its types and payloads)"
+        for frame, cases in (
             (
-                "type",
-                "CD",
-                f"session {row.id!r} events 2-3 (one frame): stored frame holds 3 payloads, its type column names 2",
+                v1_frame(blob),
+                (
+                    ("payload", "corrupt", f"{where}: stored payload is corrupt"),
+                    ("payload", "short", f"{where}: stored payload is corrupt"),
+                    (
+                        "type",
+                        "CD",
+                        f"session {row.id!r} events 2-3 (one frame): stored frame holds 3 payloads, its type column names 2",
+                    ),
+                    ("type", "CDZ", f"{where}: event 4: unknown type letter 'Z'"),
+                    ("type", b"CDM", f"session {row.id!r} event 2: a frame whose type column is a bytes"),
+                ),
             ),
-            ("type", "CDZ", f"session {row.id!r} event 4 (in a frame): unknown type letter 'Z'"),
-            ("type", b"CDM", f"session {row.id!r} event 2: a frame whose type column is a bytes"),
+            (
+                blob,
+                (
+                    ("payload", "corrupt", f"{where}: stored "),
+                    ("payload", "short", f"{where}: stored "),
+                    ("type", "CD", f"session {row.id!r} events 2-3 (one frame): {crc}"),
+                    ("type", "CDZ", f"{where}: {crc}"),
+                    ("type", "CMD", f"{where}: {crc}"),  # swapped letters: retyped events before V2
+                    ("type", b"CDM", f"session {row.id!r} event 2: a frame whose type column is a bytes"),
+                ),
+            ),
         ):
-            db.execute(f"UPDATE event_log SET {column} = ? WHERE key = ?", (damaged, key))
-            with pytest.raises(JournalError) as err:
-                await j.events(row.id)
-            assert err.value.message.startswith(says), err.value.message
-            assert [e.type for e in await j.events(row.id, until=1)] == ["session.created"]
-            db.execute("UPDATE event_log SET type = ?, payload = ? WHERE key = ?", (codes, blob, key))
+            db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (frame, key))
+            assert [e.type for e in await j.events(row.id)][1:] == [
+                "turn.started",
+                "user.message",
+                "step.started",
+            ]
+            for column, damaged, says in cases:
+                if damaged == "corrupt":
+                    damaged = frame[:-3] + b"\xff\xfe\xfd"
+                elif damaged == "short":
+                    damaged = frame[:6]
+                db.execute(f"UPDATE event_log SET {column} = ? WHERE key = ?", (damaged, key))
+                with pytest.raises(JournalError) as err:
+                    await j.events(row.id)
+                assert err.value.message.startswith(says), err.value.message
+                assert err.value.detail["first_seq"] == 2, err.value.detail
+                assert [e.type for e in await j.events(row.id, until=1)] == ["session.created"]
+                db.execute("UPDATE event_log SET type = ?, payload = ? WHERE key = ?", (codes, frame, key))
         db.execute("UPDATE event_log SET payload = ? WHERE key = ?", (blob[:-3] + b"\xff\xfe\xfd", key))
-        with pytest.raises(JournalError, match=r"the last message's event: stored payload is corrupt"):
+        with pytest.raises(
+            JournalError, match=r"the last message's event: stored (payload|frame) is corrupt"
+        ):
             await j.get_session(row.id)  # the last message is in the frame
+        db.execute("UPDATE event_log SET payload = ?, type = 'CMD' WHERE key = ?", (blob, key))
+        with pytest.raises(JournalError, match=r"the last message's event: stored frame is corrupt"):
+            await j.get_session(row.id)  # its CRC covers the type letters there too
         db.close()
     finally:
         await j.aclose()
