@@ -266,10 +266,13 @@ def select_events(
                 ]
 
     out: list[Event] = []
+    pages = 0
     while lo <= hi and (limit is None or len(out) < limit):
         # a page of limit + 2 rows nearly always suffices unfiltered (every row holds an event of
-        # the range but the two end ones), else the next page goes on past its last row
-        want = -1 if limit is None else max(limit - len(out) + 2, 256 if types else 0)
+        # the range but the two end ones), else the next page goes on past its last row; filtered,
+        # rows of other types come too (their seqs are checked): each next page is 4x as long
+        want = -1 if limit is None else (limit - len(out) + 2) << min(2 * pages, 8)
+        pages += 1
         rows = db.execute(sql + " LIMIT ?", [*args, lo, hi, want]).fetchall()
         for events in read(rows):  # a damaged row past the limit is never decoded
             out.extend(reversed(events) if newest_first else events)
