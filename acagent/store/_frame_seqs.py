@@ -52,7 +52,7 @@ class SeqCheck:
         descending: the rows come newest first.
     """
 
-    __slots__ = ("_db", "_sid", "_unchecked", "descending", "edge", "floor", "last_seq", "top")
+    __slots__ = ("_db", "_sid", "_unchecked", "descending", "edge", "first_last", "floor", "last_seq", "top")
 
     def __init__(
         self,
@@ -65,6 +65,9 @@ class SeqCheck:
         descending: bool,
     ) -> None:
         self._db, self._sid, self.last_seq = db, session_id, last_seq
+        self.first_last = last_seq
+        """``last_seq`` as read before the rows: what the rows must reach (a re-read may be newer
+        than them)."""
         self.floor, self.top, self.descending = floor, top, descending
         self.edge: int | None = None if descending else floor
         self._unchecked = not descending and floor is None
@@ -84,8 +87,8 @@ class SeqCheck:
         if self._unchecked:  # ascending from a row before that is not known to be right
             self._unchecked = False
         elif edge is None:  # descending, the newest row: it holds the top seq (or the last)
-            want = min(self.top, self.last_seq)
-            if end < want and end < min(self.top, self._reread(gone=end)):
+            want = min(self.top, self.first_last)
+            if end < want and self._exists():
                 raise seq_error(self._sid, end + 1, want, "no row holds these events")
         elif (end != edge - 1) if self.descending else (first != edge + 1):
             what = f"begins after seq {edge}" if self.descending else f"ends at seq {edge}"
@@ -113,11 +116,14 @@ class SeqCheck:
             got = since if self.edge is None else self.top
         else:
             got = self.edge if self.edge is not None else since
-        if got < min(self.top, self.last_seq) and got < min(self.top, self._reread(gone=got)):
+        want = min(self.top, self.first_last)
+        if got < want and self._exists():
             gap = max(got, since) + 1
-            raise seq_error(
-                self._sid, gap, max(gap, min(self.top, self.last_seq)), "no row holds these events"
-            )
+            raise seq_error(self._sid, gap, max(gap, want), "no row holds these events")
+
+    def _exists(self) -> bool:
+        """The session is still there (a session removed since its rows were read: nothing to say)."""
+        return self._db.execute("SELECT 1 FROM session WHERE id = ?", (self._sid,)).fetchone() is not None
 
     def _reread(self, *, gone: int) -> int:
         row = self._db.execute("SELECT last_seq FROM session WHERE id = ?", (self._sid,)).fetchone()

@@ -14,8 +14,9 @@ events is now one row:
   begin an event type (they are dotted lower-case names), so SQL tells a frame from a one-event
   row and filters by type without decoding (``type GLOB '*[CD]*'``), and counts a type exactly;
 - ``payload``: :func:`acagent.store._payload.encode_frame` (format byte
-  :data:`~acagent.store._payload.FORMAT_FRAME_V1`): the payloads as one JSON array, compressed
-  together.
+  :data:`~acagent.store._payload.FORMAT_FRAME_V2`): the payloads as one JSON array, compressed
+  together, after a CRC32 of the type letters and that JSON (``FORMAT_FRAME_V1`` frames, without
+  it, still read).
 
 A one-event commit (and a commit with a type that has no letter) keeps one row per event, as
 before: ``type`` the name, ``payload`` JSON text or a V1 BLOB (a frame of one event would store the
@@ -24,7 +25,9 @@ older format sit side by side in one session, so a journal upgraded mid-session 
 
 Readers go through :func:`select_events`: a range ``since < seq`` starts at the row holding
 ``since + 1`` (a frame that begins at or before ``since`` may hold later events), and every row
-is decoded to its events and cut to the range and the types asked for. The ``event`` view of m007
+is decoded to its events and cut to the range and the types asked for. As the rows are read their
+seqs are checked against each other and ``session.last_seq`` (:mod:`acagent.store._frame_seqs`:
+a key has no checksum, one flipped bit of it moved a frame's events to other seqs). The ``event`` view of m007
 could not stay true (a frame's events are not rows); :func:`stored_events` is what reads a journal
 with plain ``sqlite3`` now (``tests/``, people inspecting a file).
 """
