@@ -10,7 +10,8 @@ seq is the last seq of the row before + 1, from the row before the read's first 
 decodes only the rows of its types); no row may end past
 ``last_seq`` (re-read once before saying so: a commit may have landed since it was read, and
 ``last_seq`` only grows). A violation is a :class:`~acagent.errors.JournalError` naming the
-session and the row's seqs, its ``detail`` ``{"session_id", "first_seq", "last_seq"}``.
+session and the row's seqs, its ``detail`` ``{"session_id", "first_seq", "last_seq", "reason":
+"corrupt"}`` (damaged data: ``errors.JournalError`` is not retryable then).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def seq_error(session_id: str, first: int, last: int, what: str) -> JournalError
     seqs = f"event {first}" if first == last else f"events {first}-{last}"
     return JournalError(
         f"session {session_id!r} {seqs}: {what}",
-        detail={"session_id": session_id, "first_seq": first, "last_seq": last},
+        detail={"session_id": session_id, "first_seq": first, "last_seq": last, "reason": "corrupt"},
     )
 
 

@@ -164,7 +164,7 @@ def row_events(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Event]:
     Raises:
         JournalError: a stored payload or frame does not decode, is not a JSON object, or a frame
             disagrees with its type column (names the session and the seq or seq range; its
-            ``detail`` is ``{"session_id", "first_seq", "last_seq"}``).
+            ``detail`` is ``{"session_id", "first_seq", "last_seq", "reason": "corrupt"}``).
     """
     out: list[Event] = []
     for key, ts, typ, stored in rows:
@@ -174,7 +174,12 @@ def row_events(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Event]:
         except JournalError as exc:
             if exc.detail is None:  # the row's seqs, for a reader that goes on after them (export)
                 n = row_span(typ, stored)
-                exc.detail = {"session_id": session_id, "first_seq": seq, "last_seq": seq + n - 1}
+                exc.detail = {
+                    "session_id": session_id,
+                    "first_seq": seq,
+                    "last_seq": seq + n - 1,
+                    "reason": "corrupt",
+                }
             raise
     return out
 
