@@ -524,7 +524,6 @@ class TestSessions:
         assert "I'll start by" not in text
         assert "done" in text.splitlines()
 
-
     def test_show_session_escapes_what_a_pending_approval_would_run(self) -> None:
         """`sessions show` listed a pending command as it was: `rm -rf ~ ESC[2K ESC[1G ls -la`
         erased its own start on a terminal and read `ls -la` (found by the break-it tester).
