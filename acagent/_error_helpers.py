@@ -17,17 +17,13 @@ if TYPE_CHECKING:
 
 __all__ = ["check_session_prefix", "find_acagent_error", "is_damaged", "leaf_exception"]
 
-_DAMAGED = ("stored frame", "stored payload", "corrupt", "malformed", "not a database")
-"""Words of the journal errors that name damaged data (the store's ``stored frame/payload is …``,
-SQLite's ``database disk image is malformed`` / ``file is not a database``)."""
 
-
-def is_damaged(message: str, detail: object) -> bool:
+def is_damaged(detail: object) -> bool:
     """Whether a journal error is about damaged stored data (not retryable) rather than a busy,
-    locked or full journal: ``detail["reason"] == "corrupt"``, or — without a ``reason`` — a
-    message with one of :data:`_DAMAGED`'s words (F148)."""
-    reason = detail.get("reason") if isinstance(detail, dict) else None
-    return reason == "corrupt" or (reason is None and any(w in message for w in _DAMAGED))
+    locked or full journal: ``detail["reason"] == "corrupt"``, which the store sets where it finds
+    the damage (``store/_payload.py`` ``damaged``, ``store/_frame_seqs.py``, SQLite's
+    ``SQLITE_CORRUPT`` / ``SQLITE_NOTADB`` in ``store/_sqlite_conn.py`` ``map_errors``; F148)."""
+    return isinstance(detail, dict) and detail.get("reason") == "corrupt"
 
 
 _ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,128}")

@@ -184,7 +184,7 @@ class JournalError(AcagentError):
 
     def __init__(self, message: str, *, detail: Any = None) -> None:
         super().__init__(message, detail=detail)  # damaged data: a retry would fail the same way
-        self.status_code = 500 if is_damaged(message, detail) else 503
+        self.status_code = 500 if is_damaged(detail) else 503
 
 
 class InvalidHistory(AcagentError):

@@ -43,7 +43,14 @@ import orjson
 from acagent.errors import JournalError
 from acagent.events import Event
 from acagent.store._frame_seqs import SeqCheck, row_span
-from acagent.store._payload import FRAME_BYTES, decode_payload, encode_frame, encode_payload, frame_json
+from acagent.store._payload import (
+    FRAME_BYTES,
+    damaged,
+    decode_payload,
+    encode_frame,
+    encode_payload,
+    frame_json,
+)
 
 __all__ = [
     "INSERT_EVENT",
@@ -115,21 +122,21 @@ def _frame_list(stored: bytes, codes: str, where: str) -> list[Any]:
     try:
         payloads = orjson.loads(frame_json(stored, codes, where))
     except orjson.JSONDecodeError as exc:
-        raise JournalError(f"{where}: stored frame is not JSON ({exc})") from exc
+        raise damaged(f"{where}: stored frame is not JSON ({exc})") from exc
     if not isinstance(payloads, list):
-        raise JournalError(f"{where}: stored frame is a {type(payloads).__name__}, not a list")
+        raise damaged(f"{where}: stored frame is a {type(payloads).__name__}, not a list")
     return payloads
 
 
 def _frame_events(session_id: str, first: int, ts: str, codes: Any, stored: bytes) -> list[Event]:
     if not isinstance(codes, str):  # a damaged type column (another storage class)
-        raise JournalError(
+        raise damaged(
             f"session {session_id!r} event {first}: a frame whose type column is a {type(codes).__name__}"
         )
     where = f"session {session_id!r} events {first}-{first + len(codes) - 1} (one frame)"
     payloads = _frame_list(stored, codes, where)
     if len(payloads) != len(codes):
-        raise JournalError(
+        raise damaged(
             f"{where}: stored frame holds {len(payloads)} payloads, its type column names {len(codes)}"
         )
     out = []
@@ -141,7 +148,7 @@ def _frame_events(session_id: str, first: int, ts: str, codes: Any, stored: byte
                 if typ is None
                 else f"a {type(payload).__name__}, not a JSON object"
             )  # every event of the frame is unreadable then: the message names the frame's seqs
-            raise JournalError(f"{where}: event {first + i}: {what}")
+            raise damaged(f"{where}: event {first + i}: {what}")
         out.append(Event.trusted(first + i, ts, session_id, typ, payload))
     return out
 
@@ -172,9 +179,11 @@ def row_events(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Event]:
         try:
             out.extend(_row_events(session_id, seq, ts, typ, stored))
         except JournalError as exc:
-            if exc.detail is None:  # the row's seqs, for a reader that goes on after them (export)
+            detail = exc.detail if isinstance(exc.detail, dict) else {}
+            if "first_seq" not in detail:  # the row's seqs, for a reader that goes on after them (export)
                 n = row_span(typ, stored)
                 exc.detail = {
+                    **detail,
                     "session_id": session_id,
                     "first_seq": seq,
                     "last_seq": seq + n - 1,
@@ -190,9 +199,9 @@ def _row_events(session_id: str, seq: int, ts: str, typ: Any, stored: Any) -> li
     try:
         payload = orjson.loads(decode_payload(stored, f"session {session_id!r} event {seq}"))
     except orjson.JSONDecodeError as exc:
-        raise JournalError(f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})") from exc
+        raise damaged(f"session {session_id!r} event {seq}: stored payload is not JSON ({exc})") from exc
     if not isinstance(payload, dict):  # a damaged row that still parses ([1,2], 42, "x")
-        raise JournalError(
+        raise damaged(
             f"session {session_id!r} event {seq}: stored payload is not a JSON object"
             f" (a {type(payload).__name__})"
         )

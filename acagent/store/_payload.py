@@ -50,6 +50,7 @@ __all__ = [
     "FORMAT_FRAME_V1",
     "FORMAT_FRAME_V2",
     "FRAME_BYTES",
+    "damaged",
     "decode_payload",
     "encode_frame",
     "encode_payload",
@@ -131,13 +132,19 @@ def frame_json(stored: bytes, codes: str, where: str) -> bytes:
     if stored[:1] == _FRAME_V1_BYTE:
         return inflate(stored, where)
     if len(stored) < 6:
-        raise JournalError(f"{where}: stored frame is corrupt (truncated)")
+        raise damaged(f"{where}: stored frame is corrupt (truncated)")
     raw = inflate(stored, where, 5)
     if zlib.crc32(raw, zlib.crc32(codes.encode())) != int.from_bytes(stored[1:5], "big"):
-        raise JournalError(
+        raise damaged(
             f"{where}: stored frame is corrupt (its checksum does not match its types and payloads)"
         )
     return raw
+
+
+def damaged(message: str) -> JournalError:
+    """The :class:`JournalError` of damaged stored data (``detail.reason`` ``"corrupt"``): not
+    retryable, so the daemon answers 500, not 503 (F148, ``acagent._error_helpers.is_damaged``)."""
+    return JournalError(message, detail={"reason": "corrupt"})
 
 
 def inflate(stored: bytes, where: str, start: int = 1) -> bytes:
@@ -152,11 +159,11 @@ def inflate(stored: bytes, where: str, start: int = 1) -> bytes:
         z = zlib.decompressobj(-15, zdict=_DICT_V1)
         out = z.decompress(stored[start:]) + z.flush()
     except zlib.error as exc:
-        raise JournalError(f"{where}: stored payload is corrupt ({exc})") from exc
+        raise damaged(f"{where}: stored payload is corrupt ({exc})") from exc
     if not z.eof:
-        raise JournalError(f"{where}: stored payload is corrupt (truncated)")
+        raise damaged(f"{where}: stored payload is corrupt (truncated)")
     if z.unused_data:  # bytes after the end of the stream: not something this format writes
-        raise JournalError(f"{where}: stored payload is corrupt ({len(z.unused_data)} bytes after its end)")
+        raise damaged(f"{where}: stored payload is corrupt ({len(z.unused_data)} bytes after its end)")
     return out
 
 
@@ -173,7 +180,7 @@ def decode_payload(stored: str | bytes, where: str) -> bytes | str:
     if isinstance(stored, str):
         return stored
     if not isinstance(stored, bytes):  # a damaged row of another storage class (INTEGER, REAL)
-        raise JournalError(f"{where}: stored payload is a {type(stored).__name__}, not JSON text or a blob")
+        raise damaged(f"{where}: stored payload is a {type(stored).__name__}, not JSON text or a blob")
     if not stored or stored[0] != FORMAT_DEFLATE_V1:
         fmt = stored[0] if stored else None
         raise JournalError(

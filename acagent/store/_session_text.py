@@ -31,10 +31,9 @@ from typing import Any
 
 import orjson
 
-from acagent.errors import JournalError
 from acagent.store._frames import frame_payload
 from acagent.store._numbering import LAST_MESSAGE_CHARS
-from acagent.store._payload import FRAME_BYTES, decode_payload, encode_payload, payload_text
+from acagent.store._payload import FRAME_BYTES, damaged, decode_payload, encode_payload, payload_text
 from acagent.store._rows import SESSION_COLS, SessionRow
 
 __all__ = [
@@ -98,15 +97,15 @@ def _message_text(stored: str | bytes, at: int, codes: Any, session_id: str) -> 
     where = f"session {session_id!r}: the last message's event"
     if type(stored) is bytes and stored[:1] in FRAME_BYTES:  # in a commit's frame (m016)
         if not isinstance(codes, str):
-            raise JournalError(f"{where}: a frame whose type column is a {type(codes).__name__}")
+            raise damaged(f"{where}: a frame whose type column is a {type(codes).__name__}")
         payload = frame_payload(stored, codes, at, where)
     else:
         try:
             payload = orjson.loads(decode_payload(stored, where)) if at == 0 else None
         except orjson.JSONDecodeError as exc:
-            raise JournalError(f"{where}: stored payload is not JSON ({exc})") from exc
+            raise damaged(f"{where}: stored payload is not JSON ({exc})") from exc
     if not isinstance(payload, dict) or payload.get("text") is None:
-        raise JournalError(f"{where} has no text")
+        raise damaged(f"{where} has no text")
     return str(payload["text"])[:LAST_MESSAGE_CHARS]
 
 

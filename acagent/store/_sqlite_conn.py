@@ -68,6 +68,8 @@ def map_errors(exc: sqlite3.Error) -> JournalError:
             f"the journal's disk is full ({msg}); free space and retry — nothing was written",
             detail={"reason": "disk_full"},  # what SessionWriter waits out (runner/_writer.py)
         )
+    if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+        return JournalError(f"journal error: {msg}", detail={"reason": "corrupt"})  # not retryable
     if "locked" in msg or "busy" in msg:
         return JournalError(f"the journal stayed locked past the busy timeout ({msg}); retry")
     return JournalError(f"journal error: {msg}")
