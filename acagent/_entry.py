@@ -149,6 +149,10 @@ def main() -> None:
     An OSError that reaches the top (stdout is a closed pipe, ``run --json | head -1``, or a full
     disk, ``> /dev/full``) is one line and exit 1, never a traceback.
     """
+    from acagent._allocator import adopt, reexec_daemon
+
+    reexec_daemon()  # `acagent serve` only: returns unless the daemon should run on glibc malloc
+    adopt()
     if gc.isenabled():
         gc.disable()
         _gc_held.append(True)

@@ -10,6 +10,7 @@ memory; rebuilt from the journal on demand).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -93,9 +94,13 @@ class SessionRegistry(TranscriptKeeper):
         self._pumps: dict[str, anyio.Event] = {}
         self._transcript_started: set[str] = set()
         self._held_since: dict[Any, float] = {}
+        """Lease → when it was last renewed (or first seen held), local monotonic clock."""
         self._busy = BusyCount()
         """Runners accepting or running a turn, kept by the runners themselves."""
-        """Lease → when it was last renewed (or first seen held), local monotonic clock."""
+        self.runners_built = 0
+        """Runners built since this registry opened (each a session woken into memory)."""
+        self.runners_hibernated = 0
+        """Runners dropped from memory by :meth:`hibernate_idle` since this registry opened."""
 
     @classmethod
     @asynccontextmanager
@@ -241,23 +246,28 @@ class SessionRegistry(TranscriptKeeper):
         runner = self.runners.get(session_id)
         if runner is not None:
             return runner
-        tools = self._tools_factory() if self._tools_factory else None
-        if self.tool_source is not None:
-            tools = self.tool_source.toolset(row.cwd, tools if tools is not None else default_tools())
         runner = InProcessRunner(
             self.journal,
             self.settings,
             row,
             self._tg,
             self._provider_factory,
-            tools=tools,
+            tools=functools.partial(self._session_tools, row.cwd),  # built when a turn first needs them
             interactive=self._interactive,
             busy=self._busy,
         )
         self.runners[session_id] = runner
+        self.runners_built += 1
         if self._prewarm:
             self._tg.start_soon(prewarm, runner.model_id)  # the SDK import, off the loop, early
         return runner
+
+    def _session_tools(self, cwd: str) -> dict[str, Tool]:
+        """The tools of a session in ``cwd``: the factory's (else the defaults), plus MCP tools."""
+        tools = self._tools_factory() if self._tools_factory else default_tools()
+        if self.tool_source is not None:
+            return self.tool_source.toolset(cwd, tools)
+        return tools
 
     def busy_count(self) -> int:
         """Runners with a turn in progress (accepting or running; O(1): a running count)."""
@@ -367,6 +377,7 @@ class SessionRegistry(TranscriptKeeper):
                     await done.wait()
             await self._close_transcript(sid)
             dropped += 1
+        self.runners_hibernated += dropped
         return dropped
 
     async def aclose(self) -> None:

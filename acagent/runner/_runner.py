@@ -42,7 +42,7 @@ from acagent.errors import (
 )
 from acagent.providers._base import ToolDefinition
 from acagent.runner._budget import budget_for
-from acagent.runner._cancel import CancelPaths, RunnerState
+from acagent.runner._cancel import CancelPaths, RunnerState, TurnEnded
 from acagent.runner._compactpath import CompactPath
 from acagent.runner._drive import NO_WRITE_STOPS, drive_turn
 from acagent.runner._ending import halt_error
@@ -84,6 +84,8 @@ class InProcessRunner(CancelPaths, CompactPath, SessionPorts):
     """The in-process :class:`AgentRunner` (see module docstring); built like :class:`SessionPorts`."""
 
     loop = AgenticLoop()
+    _turn_done: anyio.Event | TurnEnded = TurnEnded()
+    """Set when no turn is in progress; a turn replaces it with its own event."""
 
     def __init__(self, *args: Any, busy: BusyCount | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -99,8 +101,6 @@ class InProcessRunner(CancelPaths, CompactPath, SessionPorts):
         self._tool_definitions: list[ToolDefinition] | None = None
         self.estimator = RequestEstimator()
         """Request-size estimates of this session (message sizes cached, calibrated by usage)."""
-        self._turn_done = anyio.Event()
-        self._turn_done.set()
 
     # ------------------------------------------------------------------ state
 

@@ -44,7 +44,10 @@ class SessionPorts:
         row: the session row.
         task_group: owner of the turn tasks.
         provider_factory: ``(model_id) -> Provider``.
-        tools: the tools by name (default: :func:`default_tools`).
+        tools: the tools by name, or a ``() -> tools`` builder called on first use (default:
+            :func:`default_tools`). The tools, the approval policy and the system prompt are
+            built when first read: a runner that only serves attaches never needs them, and a
+            daemon wakes thousands of those (issue 12 item 6).
         interactive: a user can answer questions (``ask_user``).
     """
 
@@ -56,7 +59,7 @@ class SessionPorts:
         task_group: TaskGroup,
         provider_factory: Callable[[str], Provider],
         *,
-        tools: dict[str, Tool] | None = None,
+        tools: dict[str, Tool] | Callable[[], dict[str, Tool]] | None = None,
         interactive: bool = True,
     ) -> None:
         self.journal = journal
@@ -71,8 +74,12 @@ class SessionPorts:
         self.writer = SessionWriter(
             journal, row.id, self.bus, self.context, full_disk_wait_s=settings.timing.full_disk_wait_s
         )
-        self.tools = tools if tools is not None else default_tools()
-        self.policy = ApprovalPolicy.from_json(json.loads(row.approval_rules or "{}"), settings.shell_allow)
+        self._tools: dict[str, Tool] | None = tools if isinstance(tools, dict) else None
+        self._tools_builder: Callable[[], dict[str, Tool]] = (
+            tools if tools is not None and not isinstance(tools, dict) else default_tools
+        )
+        self._policy: ApprovalPolicy | None = None
+        self._system_prompt: str | None = None
         self.interactive = interactive
         self.model_override: str | None = None
         """An explicit ``--model`` for this process's turns (else the session's recorded model)."""
@@ -80,7 +87,41 @@ class SessionPorts:
         self._provider_factory = provider_factory
         self._provider: Provider | None = None
         self._loaded = False
-        self.system_prompt = (settings.system_prompt or DEFAULT_SYSTEM_PROMPT).format(cwd=row.cwd)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The session's tools by name (built on first read)."""
+        if self._tools is None:
+            self._tools = self._tools_builder()
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: dict[str, Tool]) -> None:
+        self._tools = tools
+
+    @property
+    def policy(self) -> ApprovalPolicy:
+        """The session's approval rules, from ``row.approval_rules`` (parsed on first read)."""
+        if self._policy is None:
+            self._policy = ApprovalPolicy.from_json(
+                json.loads(self.row.approval_rules or "{}"), self.settings.shell_allow
+            )
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: ApprovalPolicy) -> None:
+        self._policy = policy
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt of every request (``settings.system_prompt``, ``{cwd}`` filled in)."""
+        if self._system_prompt is None:
+            self._system_prompt = (self.settings.system_prompt or DEFAULT_SYSTEM_PROMPT).format(cwd=self.cwd)
+        return self._system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, prompt: str) -> None:
+        self._system_prompt = prompt
 
     @property
     def is_busy(self) -> bool:
@@ -118,10 +159,9 @@ class SessionPorts:
             return
         self.context.unload()
         self.row = row
-        # Another process may have granted rules or advanced the workspace generation (F40).
-        self.policy = ApprovalPolicy.from_json(
-            json.loads(self.row.approval_rules or "{}"), self.settings.shell_allow
-        )
+        # Another process may have granted rules or advanced the workspace generation (F40):
+        # the policy is parsed again from this row when next read.
+        self._policy = None
         if self.row.last_seq > self.bus.last_seq:
             # Another process wrote since this bus last published: publish those events first, so
             # subscribers here (attachers of a session another daemon ran) see no gap.

@@ -100,16 +100,30 @@ class SessionWriter:
         self.context = context
         self.lease: Lease | None = None
         self._pending: list[tuple[str, dict[str, Any]]] = []
-        # fast_acquire: an uncontended commit does not yield to the event loop first (one loop
-        # iteration per commit, ~6 a turn: benchmarks figure 1); a cancel still raises at the acquire
-        self._lock = anyio.Lock(fast_acquire=True)
-        self._wake = anyio.Event()
+        self._lock_held: anyio.Lock | None = None
+        self._wake_held: anyio.Event | None = None
         self._max_buffered = max_buffered
         self.frame_s = frame_s
         """How long the flush task lets deltas gather before committing them, seconds."""
         self.full_disk_wait_s = full_disk_wait_s
         self._full_since: float | None = None
         """When the current streak of disk-full refusals began (``anyio.current_time``), or None."""
+
+    # The lock and the flush task's wake-up are made on first use: a runner that only serves
+    # attaches never commits, and 10,000 of them each held both (issue 12 item 6).
+    @property
+    def _lock(self) -> anyio.Lock:
+        if self._lock_held is None:
+            # fast_acquire: an uncontended commit does not yield to the event loop first (one loop
+            # iteration per commit, ~6 a turn: benchmarks figure 1); a cancel still raises at the acquire
+            self._lock_held = anyio.Lock(fast_acquire=True)
+        return self._lock_held
+
+    @property
+    def _wake(self) -> anyio.Event:
+        if self._wake_held is None:
+            self._wake_held = anyio.Event()
+        return self._wake_held
 
     async def commit(
         self, events: Sequence[tuple[str, dict[str, Any]]], ops: Sequence[Op] = ()
@@ -229,5 +243,5 @@ class SessionWriter:
             await self._wake.wait()
             if self.frame_s > 0:
                 await anyio.sleep(self.frame_s)
-            self._wake = anyio.Event()
+            self._wake_held = anyio.Event()
             await self.flush()

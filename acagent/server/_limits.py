@@ -143,8 +143,10 @@ class ConnectionTracker:
     """Concurrent connections per client address (``max_connections_per_client``).
 
     A connection counts from ``connection_made`` until its transport closes, whatever protocol
-    then owns it (an upgraded WebSocket keeps counting): closed transports are pruned when the
-    address connects again, so the count is exact without a hook on every close path.
+    then owns it (an upgraded WebSocket keeps counting): the HTTP protocol and the WebSocket
+    protocol each call :meth:`release` from ``connection_lost``, and closing transports are also
+    pruned when the address reaches its cap, so a close path that slips past both still frees
+    its slot.
     """
 
     def __init__(self, limits: Limits) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 
+from acagent._allocator import allocator
 from acagent.events import Event
 from acagent.runner import SessionRegistry
 from acagent.server._idempotency import IdempotencyCache
@@ -109,6 +110,9 @@ class DaemonState:
         return {
             "pid": os.getpid(),
             "runners": len(self.registry.runners),
+            "runners_built": self.registry.runners_built,
+            "runners_hibernated": self.registry.runners_hibernated,
+            "allocator": allocator(),
             "busy_runners": self.registry.busy_count(),
             "max_sessions": self.settings.max_sessions,
             "busy_timeout_ms": self.journal.info().get("busy_timeout_ms"),

@@ -142,6 +142,25 @@ def _send_bad_request(conn: Any, transport: Any, body: bytes) -> None:
     transport.close()
 
 
+def _ws_protocol(tracker: ConnectionTracker) -> Any:
+    """uvicorn's sans-io WebSocket protocol, releasing its connection from ``tracker`` when it closes.
+
+    Without this a closed WebSocket's transport (and through it the protocol, its ASGI scope and
+    buffers) stayed in the tracker's set until the same client address reached its cap and the
+    set was pruned: up to ``max_connections_per_client`` dead connections held per address.
+    """
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    class AcagentWSProtocol(WebSocketsSansIOProtocol):
+        def connection_lost(self, exc: Exception | None) -> None:
+            try:
+                super().connection_lost(exc)
+            finally:
+                tracker.release(str(self.client[0]) if self.client else "", self.transport)
+
+    return AcagentWSProtocol
+
+
 def make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
     import uvicorn
 
@@ -157,7 +176,7 @@ def make_server(app: Any, limits: Limits, tracker: ConnectionTracker) -> Any:
         log_level="warning",
         access_log=False,
         lifespan="off",
-        ws="websockets-sansio",
+        ws=_ws_protocol(tracker),
         http=_http_protocol(limits, tracker),
         ws_max_size=limits.ws_max_message_bytes,
         h11_max_incomplete_event_size=limits.max_header_bytes,

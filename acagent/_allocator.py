@@ -1,0 +1,124 @@
+"""The daemon's memory allocator: glibc ``malloc``, so the memory of hibernated runners goes back.
+
+CPython's own small-object allocator (pymalloc) carves 1 MiB arenas into 16 KiB pools and
+returns an arena to the system only when every block in it is free. A daemon that wakes
+thousands of sessions fills new arenas with their runners; when the runners hibernate, a few
+longer-lived objects made meanwhile (a timer, a cache entry, a free-list tuple) keep nearly
+every one of those arenas, and the process stays at its high-water mark. Measured with
+``python -m benchmarks.daemon_stream`` (issue 12, target 6): after 10,000 sessions were woken and
+hibernated, a pymalloc daemon kept ~3.5 KB per session (the pools of each arena empty, the arena
+held by a handful of blocks); with ``PYTHONMALLOC=malloc``, glibc's ``malloc_trim`` (called
+after each hibernation pass, ``server/_state.py`` :func:`release_memory`) hands every free page
+back, whatever is left around it.
+
+The allocator is chosen when the interpreter starts, so ``acagent serve`` re-executes itself
+once, first thing (:func:`reexec_daemon`, called by ``acagent/_entry.py`` before anything is
+imported), with ``PYTHONMALLOC=malloc`` and a larger glibc per-thread cache
+(``GLIBC_TUNABLES=glibc.malloc.tcache_count=1024``: CPython frees and re-allocates the same small
+sizes constantly, and the default 7 cached chunks per size send most of them to the slower
+bins). Same process id, same arguments, same descriptors. The re-executed daemon removes both
+variables from its environment at once (:func:`adopt`), so the commands its tools run and the
+MCP servers it starts inherit the user's environment unchanged.
+
+Only on glibc Linux (``malloc_trim`` is glibc's); ``ACAGENT_DAEMON_ALLOCATOR=pymalloc`` keeps
+CPython's default, and a ``PYTHONMALLOC`` the user set is always left alone. The cost is CPU:
+glibc ``malloc`` is slower than pymalloc for Python's small objects, about 20 % more daemon CPU
+per streamed delta in the same benchmark (still well under its 0.1 ms target).
+Reported as ``allocator`` in ``GET /v1/debug/stats``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["ALLOCATOR_ENV", "adopt", "allocator", "reexec_daemon"]
+
+ALLOCATOR_ENV = "ACAGENT_DAEMON_ALLOCATOR"
+"""``malloc`` (default on glibc Linux) or ``pymalloc``: the allocator of ``acagent serve``."""
+
+_ADDED = "ACAGENT_ALLOCATOR_ADDED"
+"""Set by :func:`reexec_daemon` for the re-executed process: the variables it added, comma-separated."""
+
+_TUNABLE = "glibc.malloc.tcache_count=1024"
+
+_chosen: list[str] = []
+"""The allocator :func:`adopt` found (empty before it ran)."""
+
+
+def _glibc() -> bool:
+    try:
+        return sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith(
+            "glibc"
+        )
+    except (ValueError, OSError):  # no such confstr name: not glibc
+        return False
+
+
+def _serving(argv: list[str]) -> bool:
+    """``acagent serve ...`` that will serve (not ``--stop``, not ``--help``)."""
+    args = argv[1:]
+    return bool(args) and args[0] == "serve" and not {"--stop", "--help", "-h"} & set(args[1:])
+
+
+def reexec_daemon(argv: list[str] | None = None) -> None:
+    """Re-execute this process with glibc ``malloc`` when it is a daemon that should have it.
+
+    Returns (doing nothing) unless ``argv`` (default ``sys.argv``) is a serving ``acagent serve``
+    on glibc Linux, ``PYTHONMALLOC`` is unset, ``ACAGENT_DAEMON_ALLOCATOR`` is not ``pymalloc``
+    and this process is not already the re-executed one. Otherwise it does not return: the
+    process image is replaced (``os.execv``; an ``OSError`` there is ignored and the daemon runs
+    on pymalloc).
+    """
+    argv = sys.argv if argv is None else argv
+    env = os.environ
+    if (
+        _ADDED in env
+        or "PYTHONMALLOC" in env
+        or env.get(ALLOCATOR_ENV, "malloc") == "pymalloc"
+        or not _serving(argv)
+        or not _glibc()
+        or not sys.executable
+        or not sys.orig_argv
+    ):
+        return
+    added = ["PYTHONMALLOC"]
+    new_env = dict(env, PYTHONMALLOC="malloc")
+    if "GLIBC_TUNABLES" not in env:
+        new_env["GLIBC_TUNABLES"] = _TUNABLE
+        added.append("GLIBC_TUNABLES")
+    new_env[_ADDED] = ",".join(added)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    try:
+        os.execve(sys.executable, list(sys.orig_argv), new_env)
+    except OSError:
+        return
+
+
+def adopt() -> str:
+    """Record this process's allocator and remove what :func:`reexec_daemon` added to the environment.
+
+    Returns:
+        ``"malloc"`` or ``"pymalloc"`` (what ``PYTHONMALLOC`` chose when this interpreter started).
+    """
+    added = os.environ.pop(_ADDED, None)
+    mode = os.environ.get("PYTHONMALLOC", "")
+    chosen = "malloc" if mode in ("malloc", "malloc_debug") else "pymalloc"
+    for name in (added or "").split(","):
+        if name in ("PYTHONMALLOC", "GLIBC_TUNABLES"):
+            os.environ.pop(name, None)
+    _chosen[:] = [chosen]
+    return chosen
+
+
+def allocator() -> str:
+    """``"malloc"`` or ``"pymalloc"``: the allocator this process runs on."""
+    if not _chosen:
+        mode = os.environ.get("PYTHONMALLOC", "")
+        return "malloc" if mode in ("malloc", "malloc_debug") else "pymalloc"
+    return _chosen[0]
