@@ -5,25 +5,25 @@ returns an arena to the system only when every block in it is free. A daemon tha
 thousands of sessions fills new arenas with their runners; when the runners hibernate, a few
 longer-lived objects made meanwhile (a timer, a cache entry, a free-list tuple) keep nearly
 every one of those arenas, and the process stays at its high-water mark. Measured with
-``python -m benchmarks.daemon_stream`` (issue 12, target 6): after 10,000 sessions were woken and
-hibernated, a pymalloc daemon kept ~3.5 KB per session (the pools of each arena empty, the arena
-held by a handful of blocks); with ``PYTHONMALLOC=malloc``, glibc's ``malloc_trim`` (called
-after each hibernation pass, ``server/_state.py`` :func:`release_memory`) hands every free page
-back, whatever is left around it.
+``python -m benchmarks.daemon_stream`` (issue 12, target 6; 10,000 sessions woken by an attach,
+all in memory at once, then hibernated): the pymalloc daemon kept 22.8 MB (2.3 KB a session,
+the pools of each arena empty, the arena held by a handful of blocks); with
+``PYTHONMALLOC=malloc``, glibc's ``malloc_trim`` (called after each hibernation pass,
+``server/_state.py`` :func:`release_memory`) hands the free pages back whatever is left around
+them: 8.8 MB (0.9 KB a session, about a third of it SQLite's page cache filling up).
 
 The allocator is chosen when the interpreter starts, so ``acagent serve`` re-executes itself
-once, first thing (:func:`reexec_daemon`, called by ``acagent/_entry.py`` before anything is
-imported), with ``PYTHONMALLOC=malloc`` and a larger glibc per-thread cache
-(``GLIBC_TUNABLES=glibc.malloc.tcache_count=1024``: CPython frees and re-allocates the same small
-sizes constantly, and the default 7 cached chunks per size send most of them to the slower
-bins). Same process id, same arguments, same descriptors. The re-executed daemon removes both
-variables from its environment at once (:func:`adopt`), so the commands its tools run and the
-MCP servers it starts inherit the user's environment unchanged.
+once, first thing (:func:`reexec_daemon`, called by ``acagent/_entry.py`` before anything else
+is imported), with ``PYTHONMALLOC=malloc``: same process id, same arguments, same descriptors.
+The re-executed daemon removes the variable from its environment at once (:func:`adopt`), so
+the commands its tools run and the MCP servers it starts inherit the user's environment
+unchanged. (A larger glibc per-thread cache, ``GLIBC_TUNABLES=glibc.malloc.tcache_count=1024``,
+won back some CPU but the cached chunks are never trimmed: 34 MB kept in the same run.)
 
 Only on glibc Linux (``malloc_trim`` is glibc's); ``ACAGENT_DAEMON_ALLOCATOR=pymalloc`` keeps
 CPython's default, and a ``PYTHONMALLOC`` the user set is always left alone. The cost is CPU:
 glibc ``malloc`` is slower than pymalloc for Python's small objects, about 20 % more daemon CPU
-per streamed delta in the same benchmark (still well under its 0.1 ms target).
+per streamed delta in the same benchmark (0.046 against 0.038 ms, under its 0.1 ms target).
 Reported as ``allocator`` in ``GET /v1/debug/stats``.
 """
 
@@ -39,8 +39,6 @@ ALLOCATOR_ENV = "ACAGENT_DAEMON_ALLOCATOR"
 
 _ADDED = "ACAGENT_ALLOCATOR_ADDED"
 """Set by :func:`reexec_daemon` for the re-executed process: the variables it added, comma-separated."""
-
-_TUNABLE = "glibc.malloc.tcache_count=1024"
 
 _chosen: list[str] = []
 """The allocator :func:`adopt` found (empty before it ran)."""
@@ -82,12 +80,8 @@ def reexec_daemon(argv: list[str] | None = None) -> None:
         or not sys.orig_argv
     ):
         return
-    added = ["PYTHONMALLOC"]
     new_env = dict(env, PYTHONMALLOC="malloc")
-    if "GLIBC_TUNABLES" not in env:
-        new_env["GLIBC_TUNABLES"] = _TUNABLE
-        added.append("GLIBC_TUNABLES")
-    new_env[_ADDED] = ",".join(added)
+    new_env[_ADDED] = "PYTHONMALLOC"
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             try:
@@ -110,7 +104,7 @@ def adopt() -> str:
     mode = os.environ.get("PYTHONMALLOC", "")
     chosen = "malloc" if mode in ("malloc", "malloc_debug") else "pymalloc"
     for name in (added or "").split(","):
-        if name in ("PYTHONMALLOC", "GLIBC_TUNABLES"):
+        if name == "PYTHONMALLOC":
             os.environ.pop(name, None)
     _chosen[:] = [chosen]
     return chosen

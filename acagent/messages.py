@@ -38,6 +38,7 @@ __all__ = [
     "check_history",
     "common_prefix",
     "context_digest",
+    "forget_history",
 ]
 
 log = logging.getLogger("acagent.messages")
@@ -275,6 +276,16 @@ def _valid_prefix(messages: Sequence[Message]) -> tuple[int, list[Message], set[
                 dropped = {c.tool_call_id for m in prefix[n:] for c in m.tool_calls}
                 return n, list(prefix[:n]), set(seen) - dropped
     return 0, [], set()
+
+
+def forget_history(messages: Sequence[Message]) -> None:
+    """Drop the remembered check of a history that begins with ``messages[0]`` (a no-op if none).
+
+    A runner calls it when it closes (hibernates): the memo held the session's whole history,
+    so up to 64 hibernated sessions' histories stayed in memory (issue 12 item 6).
+    """
+    if messages:
+        _VALID.pop(id(messages[0]), None)
 
 
 def _remember(messages: Sequence[Message], seen: set[str]) -> None:

@@ -30,6 +30,7 @@ FIGURES = [
     (8, "fig8_providers"),
     (9, "fig9_observability"),
     (10, "fig10_context"),
+    (11, "fig11_daemon_stream"),
 ]
 
 

@@ -20,10 +20,14 @@ JSON object; never writes docs/.
    reads, so that latency is mostly the backlog of a saturated stream; a second pass (``paced``)
    sends 200 deltas per session at ``--pace`` deltas/s (a model's speed) and measures what a
    watcher sees (deltas are committed in 50 ms frames before they are published).
-3. **Hibernation**: ``--hibernate`` sessions cloned in the journal (the rows a real turn wrote),
-   each *woken* by one WebSocket attach (a runner is built in the daemon; ``runners`` in
-   ``/v1/debug/stats`` proves they were loaded), then ``POST /v1/debug/hibernate``. Daemon RSS:
-   fresh, after waking, after hibernating; target growth ≤ 20 MB over the fresh daemon.
+3. **Hibernation**, on a daemon of its own (defaults, except ``--hibernate-interval`` so that idle
+   hibernation waits for the figure): ``--hibernate`` sessions cloned in the journal (the rows a
+   real turn wrote), each *woken* by one WebSocket attach, all in memory at once, then
+   ``POST /v1/debug/hibernate``. The daemon's own counters prove the premise
+   (``runners_built`` grew by N, ``runners`` reached N, N were dropped, none left). Daemon RSS:
+   fresh, before them (after a warm-up of 100 other wakes), woken, after hibernating; target
+   growth ≤ 20 MB over the same daemon before them. Then ``--turns`` more sessions woken by one
+   turn each (``say hello`` through the mock) and hibernated: reported, no target.
 """
 
 from __future__ import annotations
@@ -160,50 +164,119 @@ async def _concurrent(d: Daemon, work: Path, k: int, deltas: int, pace: float = 
     }
 
 
-async def _hibernation(d: Daemon, work: Path, n: int) -> dict[str, Any]:
-    import httpx
+async def _wake_by_attach(d: Daemon, ids: list[str]) -> None:
+    """One WebSocket attach per session (``since=0``), closed after its first frame."""
     import websockets
 
-    fresh = d.rss_kib()
-    template = d.create(work)["id"]
-    assert d.send(template, "say hello").status_code == 202
-    d.wait_status(template, ("done",))
-    async with httpx.AsyncClient(base_url=d.url, headers=d.auth, timeout=60) as http:
-        await http.post("/v1/debug/hibernate")
-    before = d.rss_kib()
-    ids = clone_sessions(d.home / "acagent.db", template, n)
-    t0 = time.perf_counter()
     for sid in ids:
         async with websockets.connect(
             f"{d.ws_url}/v1/sessions/{sid}/attach?since=0", additional_headers=d.auth
         ) as conn:
             await conn.recv()
-    wake_s = time.perf_counter() - t0
-    loaded = d.stats()["runners"]
-    woken = d.rss_kib()
+
+
+async def _wake_by_turn(d: Daemon, ids: list[str], since: int) -> None:
+    """One turn per session (``say hello``), watched on an attach until the turn ends."""
+    import httpx
+    import websockets
+
+    async with httpx.AsyncClient(base_url=d.url, headers=d.auth, timeout=60) as http:
+        for sid in ids:
+            r = await http.post(f"/v1/sessions/{sid}/messages", json={"text": "say hello"})
+            assert r.status_code == 202, r.text
+            async with websockets.connect(
+                f"{d.ws_url}/v1/sessions/{sid}/attach?since={since}", additional_headers=d.auth
+            ) as conn:
+                while json.loads(await conn.recv()).get("type") not in END:
+                    pass
+
+
+async def _hibernate(d: Daemon) -> int:
+    import httpx
+
     async with httpx.AsyncClient(base_url=d.url, headers=d.auth, timeout=600) as http:
-        dropped = (await http.post("/v1/debug/hibernate")).json()["dropped"]
+        dropped = int((await http.post("/v1/debug/hibernate")).json()["dropped"])
     await anyio.sleep(1.0)
-    after = d.rss_kib()
+    return dropped
+
+
+async def _woken_then_hibernated(d: Daemon, template: str, n: int, how: str) -> dict[str, Any]:
+    """Wake ``n`` fresh clones of ``template`` (``how``: ``attach`` or ``turn``), then hibernate them.
+
+    The premise is checked in the daemon's own counters (``GET /v1/debug/stats``): ``n`` runners
+    were built, all ``n`` were in memory at once, and ``n`` were dropped."""
+    ids = clone_sessions(d.home / "acagent.db", template, n)
+    s0, before = d.stats(), d.rss_kib()
+    t0 = time.perf_counter()
+    if how == "turn":
+        await _wake_by_turn(d, ids, int(d.session(template)["last_seq"]))
+    else:
+        await _wake_by_attach(d, ids)
+    wake_s = time.perf_counter() - t0
+    s1, woken = d.stats(), d.rss_kib()
+    dropped = await _hibernate(d)
+    s2, after = d.stats(), d.rss_kib()
+    built = s1["runners_built"] - s0["runners_built"]
+    proven = built == n and s1["runners"] >= n and dropped >= n and s2["runners"] == 0
     growth_mb = (after - before) / 1024
     return {
         "sessions": n,
-        "runners_loaded_in_daemon": loaded,
+        "woken_by": how,
+        "runners_built": built,
+        "runners_in_memory_at_once": s1["runners"],
         "hibernated": dropped,
+        "runners_after": s2["runners"],
+        "premise_holds": proven,
         "wake_s": round(wake_s, 1),
         "rss_mb": {
-            "fresh_daemon": round(fresh / 1024, 1),
             "before": round(before / 1024, 1),
             "woken": round(woken / 1024, 1),
             "after_hibernate": round(after / 1024, 1),
         },
+        "live_kb_per_runner": round((woken - before) / max(n, 1), 2),
         "growth_mb": round(growth_mb, 1),
-        "target": "growth <= 20 MB",
-        "pass": growth_mb <= 20 and loaded >= n,
+        "kept_kb_per_session": round((after - before) / max(n, 1), 2),
     }
 
 
-async def run(deltas: int, levels: list[int], hibernate: int, pace: float = 50.0) -> dict[str, Any]:
+async def _hibernation(root: Path, mock: MockProvider, n: int, turns: int) -> dict[str, Any]:
+    """Part 3 on a daemon of its own (defaults, except that idle hibernation waits for the figure).
+
+    Warm-up: a template session's turn, 100 other sessions woken and hibernated (the code paths
+    of a wake, imported and run once). Then ``n`` sessions woken by an attach, all in memory at
+    once, hibernated: the target (growth ≤ 20 MB over the same daemon before them). Then
+    ``turns`` sessions woken by a turn each, hibernated (reported, no target).
+    """
+    home = root / "hib-home"
+    home.mkdir()
+    work = root / "hib-w"
+    work.mkdir()
+    d = Daemon(home=home, env=daemon_env(home, mock), args=["--yes", "--hibernate-interval", "86400"]).start()
+    try:
+        fresh = d.rss_kib()
+        template = d.create(work)["id"]
+        assert d.send(template, "say hello").status_code == 202
+        d.wait_status(template, ("done",), timeout=60)
+        await _wake_by_attach(d, clone_sessions(d.home / "acagent.db", template, 100))
+        await _hibernate(d)
+        attach = await _woken_then_hibernated(d, template, n, "attach")
+        turn = await _woken_then_hibernated(d, template, turns, "turn") if turns else None
+        allocator = d.stats().get("allocator", "?")
+    finally:
+        d.terminate(60)
+    return {
+        "fresh_daemon_rss_mb": round(fresh / 1024, 1),
+        "allocator": allocator,
+        "attach": attach,
+        "turn": turn,
+        "target": "growth <= 20 MB, premise (n built, n in memory at once, n hibernated) checked",
+        "pass": attach["growth_mb"] <= 20 and attach["premise_holds"],
+    }
+
+
+async def run(
+    deltas: int, levels: list[int], hibernate: int, pace: float = 50.0, turns: int = 1000
+) -> dict[str, Any]:
     """Run the three parts on one daemon (see module docstring)."""
     with MockProvider() as mock, tempfile.TemporaryDirectory() as tmp:
         mock.default = _bench_responder
@@ -221,9 +294,9 @@ async def run(deltas: int, levels: list[int], hibernate: int, pace: float = 50.0
             concurrent = [await _concurrent(d, work, k, max(200, deltas // k)) for k in levels]
             # Latency at a model's pace (``--pace`` deltas/s per session): what a watcher sees.
             paced = [await _concurrent(d, work, k, 200, pace) for k in levels] if pace else []
-            hib = await _hibernation(d, work, hibernate) if hibernate else None
         finally:
             d.terminate(60)
+        hib = await _hibernation(Path(tmp), mock, hibernate, turns) if hibernate else None
     return {
         "cpu_per_delta_ms": per_delta,
         "cpu_per_delta_target": "<= 0.1 ms",
@@ -243,11 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", default="1,10,50,200")
     parser.add_argument("--hibernate", type=int, default=10000)
     parser.add_argument(
+        "--turns", type=int, default=1000, help="sessions woken by a turn in part 3 (0: skip)"
+    )
+    parser.add_argument(
         "--pace", type=float, default=50.0, help="deltas/s per session of the paced run (0: skip)"
     )
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.sessions.split(",") if x.strip()]
-    result = anyio.run(run, args.deltas, levels, args.hibernate, args.pace)
+    result = anyio.run(run, args.deltas, levels, args.hibernate, args.pace, args.turns)
     print(json.dumps(result, indent=2))
     return 0
 

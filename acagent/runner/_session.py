@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 
 from acagent.bus import RunnerEventBus
 from acagent.events import Event
+from acagent.messages import forget_history
 from acagent.providers._base import Provider
 from acagent.runner._context import ContextBuilder
 from acagent.runner._sdk import create_off_loop
@@ -200,7 +201,8 @@ class SessionPorts:
         return replay_then_live(self.journal, self.bus, self.session_id, name, since, maxsize=maxsize)
 
     async def aclose(self) -> None:
-        """Close the bus and the provider."""
+        """Close the bus and the provider, and drop the history memo of this session's context."""
         self.bus.close()
+        forget_history(self.context.messages)
         if self._provider is not None:
             await self._provider.aclose()

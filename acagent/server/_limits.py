@@ -182,6 +182,10 @@ class ConnectionTracker:
             live.discard(t)
         return len(live)
 
+    def tracked(self) -> int:
+        """Connections held in the count, every address (no pruning: what the sets hold now)."""
+        return sum(len(live) for live in self._by_client.values())
+
     def refusal(self) -> bytes:
         """The ``429 too_many_connections`` answer."""
         n = self.limits.max_connections_per_client

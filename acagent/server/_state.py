@@ -124,6 +124,7 @@ class DaemonState:
             "queue_events": self.limits.queue_events,
             "send_timeout_s": self.limits.send_timeout_s,
             "limits": self.limits.as_dict(),
+            "tracked_connections": self.tracker.tracked() if self.tracker is not None else 0,
             "refused": {
                 "attachers": self.reaper.refused,
                 "connections": self.tracker.refused if self.tracker is not None else 0,
