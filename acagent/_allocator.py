@@ -78,6 +78,7 @@ def reexec_daemon(argv: list[str] | None = None) -> None:
         or not _glibc()
         or not sys.executable
         or not sys.orig_argv
+        or sys.flags.ignore_environment  # `python -E`/`-I`: PYTHONMALLOC would not be read
     ):
         return
     new_env = dict(env, PYTHONMALLOC="malloc")
