@@ -245,7 +245,8 @@ async def _hibernation(root: Path, mock: MockProvider, n: int, turns: int) -> di
     Warm-up: a template session's turn, 100 other sessions woken and hibernated (the code paths
     of a wake, imported and run once). Then ``n`` sessions woken by an attach, all in memory at
     once, hibernated: the target (growth ≤ 20 MB over the same daemon before them). Then
-    ``turns`` sessions woken by a turn each, hibernated (reported, no target).
+    ``turns`` sessions woken by a turn each (after 20 as a warm-up of the turn path), hibernated
+    (reported, no target).
     """
     home = root / "hib-home"
     home.mkdir()
@@ -260,7 +261,10 @@ async def _hibernation(root: Path, mock: MockProvider, n: int, turns: int) -> di
         await _wake_by_attach(d, clone_sessions(d.home / "acagent.db", template, 100))
         await _hibernate(d)
         attach = await _woken_then_hibernated(d, template, n, "attach")
-        turn = await _woken_then_hibernated(d, template, turns, "turn") if turns else None
+        turn = None
+        if turns:
+            await _woken_then_hibernated(d, template, 20, "turn")  # warm-up: the turn path once
+            turn = await _woken_then_hibernated(d, template, turns, "turn")
         allocator = d.stats().get("allocator", "?")
     finally:
         d.terminate(60)

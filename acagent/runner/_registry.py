@@ -376,6 +376,7 @@ class SessionRegistry(TranscriptKeeper):
                 with anyio.move_on_after(5):
                     await done.wait()
             await self._close_transcript(sid)
+            self.journal.forget_session(sid)
             dropped += 1
         self.runners_hibernated += dropped
         return dropped

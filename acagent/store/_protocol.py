@@ -79,6 +79,13 @@ class Journal(Protocol):
         """What the store is, for ``doctor`` and the daemon state: at least ``{"backend": str}``."""
         ...
 
+    def forget_session(self, session_id: str) -> None:
+        """Drop what this journal object keeps in memory about one session (its runner hibernated).
+
+        Only a cache: the next write of the session reads its row again. Unknown ids are a no-op.
+        """
+        ...
+
     # ------------------------------------------------------------------ sessions
 
     async def create_session(

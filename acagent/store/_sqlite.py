@@ -115,6 +115,14 @@ class SqliteJournal(SqliteConnections, SqliteLeases, SqliteReads, UsageQueries):
         """``{"backend": "sqlite", "path", "busy_timeout_ms"}``."""
         return {"backend": "sqlite", "path": str(self.path), "busy_timeout_ms": self.busy_timeout_ms}
 
+    def forget_session(self, session_id: str) -> None:
+        """Drop the session's append hint (``_seq_hints``: its num and last seq, 3 small objects
+        a session, 4,096 sessions kept): a hibernated session's would stay in memory and, scattered
+        among freed runners, keep their pages from going back to the OS (issue 12 item 6)."""
+        self._seq_hints.pop(
+            session_id, None
+        )  # a dict pop is atomic under the GIL (the writer thread reads it)
+
     # ------------------------------------------------------------------ unfenced creation
 
     async def create_session(

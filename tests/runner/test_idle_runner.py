@@ -3,7 +3,8 @@
 A daemon builds a runner for every session an attach wakes. Before, each one built the session's
 tools (and their MCP tool set), parsed its approval policy, formatted its system prompt and made
 a lock and three events, for a turn it might never run; and a hibernated runner's whole history
-stayed in the module-level history-check memo (``acagent.messages._VALID``, 64 histories).
+stayed in the module-level history-check memo (``acagent.messages._VALID``, 64 histories) and
+its append hint in the journal (``SqliteJournal._seq_hints``, 4,096 sessions).
 Real registry, real SQLite file, strict mock provider over HTTP.
 """
 
@@ -56,7 +57,7 @@ async def test_a_runner_woken_by_an_attach_builds_no_tools_policy_prompt_or_even
         assert not isinstance(runner._turn_done, TurnEnded) and runner._turn_done.is_set()
 
 
-async def test_a_hibernated_runner_lets_go_of_its_history(
+async def test_a_hibernated_runner_lets_go_of_its_history_and_its_append_hint(
     tmp_path: Path, mock: MockProvider, workspace: Path
 ) -> None:
     async with SessionRegistry.open(_settings(tmp_path, mock)) as reg:  # type: ignore[arg-type]
@@ -66,6 +67,9 @@ async def test_a_hibernated_runner_lets_go_of_its_history(
         await runner.run_turn("hi")
         first = runner.context.messages[0]
         assert id(first) in messages._VALID  # the provider's history check remembered it
+        hints = reg.journal._seq_hints  # type: ignore[attr-defined]
+        assert row.id in hints  # the journal's append hint of the session
         assert await reg.hibernate_idle() == 1
         assert reg.runners_hibernated == 1 and row.id not in reg.runners
         assert id(first) not in messages._VALID
+        assert row.id not in hints

@@ -40,6 +40,9 @@ class ProtocolExtras:
         """``{"backend": "postgresql", "url" (no password), "busy_timeout_ms"}``."""
         return {"backend": "postgresql", "url": self.where, "busy_timeout_ms": self.busy_timeout_ms}
 
+    def forget_session(self, session_id: str) -> None:
+        """Nothing to drop: this journal keeps no per-session state between commits."""
+
     async def commit_unfenced(
         self,
         session_id: str,
