@@ -37,7 +37,14 @@ from typing import Any
 import orjson
 
 from acagent.events import Event
-from acagent.messages import MESSAGES_ADAPTER, Message, TextPart, ToolResultPart, common_prefix
+from acagent.messages import (
+    MESSAGES_ADAPTER,
+    Message,
+    TextPart,
+    ToolResultPart,
+    common_prefix,
+    forget_history,
+)
 from acagent.runner._cut import merge_summary
 
 __all__ = ["ContextBuilder", "ContextNotLoaded", "build_context"]
@@ -84,6 +91,7 @@ class ContextBuilder:
 
     def unload(self) -> None:
         """Forget the context: the next :meth:`rebuild` reads it from the journal (lazy resume)."""
+        forget_history(self._messages)  # the history check's memo would keep them alive
         self.loaded = False
         self._messages, self.seqs, self.last_seq = [], [], 0
         self._chain.clear()

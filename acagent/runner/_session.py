@@ -203,6 +203,7 @@ class SessionPorts:
     async def aclose(self) -> None:
         """Close the bus and the provider, and drop the history memo of this session's context."""
         self.bus.close()
-        forget_history(self.context.messages)
+        if self.context.loaded:  # an unloaded context already let go of its messages (unload)
+            forget_history(self.context.messages)
         if self._provider is not None:
             await self._provider.aclose()

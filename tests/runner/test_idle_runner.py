@@ -73,3 +73,22 @@ async def test_a_hibernated_runner_lets_go_of_its_history_and_its_append_hint(
         assert reg.runners_hibernated == 1 and row.id not in reg.runners
         assert id(first) not in messages._VALID
         assert row.id not in hints
+
+
+async def test_a_runner_resumed_without_its_context_hibernates_and_closes(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """``load()`` unloads the context (lazy resume); closing such a runner read
+    ``context.messages`` for the history memo and raised ``ContextNotLoaded`` out of
+    ``hibernate_idle`` and the registry's close (benchmarks figure 2 crashed on it)."""
+    settings = _settings(tmp_path, mock)
+    async with SessionRegistry.open(settings) as reg:  # type: ignore[arg-type]
+        row = await reg.create_session(workspace)
+        mock.script(openai_text("hello"))
+        await (await reg.get_runner(row.id)).run_turn("hi")
+    async with SessionRegistry.open(settings) as reg:  # type: ignore[arg-type]
+        runner = await reg.get_runner(row.id)
+        await runner.load()
+        assert not runner.context.loaded
+        assert await reg.hibernate_idle() == 1
+        await (await reg.get_runner(row.id)).load()  # and once more, closed by the registry itself
