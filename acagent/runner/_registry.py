@@ -218,7 +218,8 @@ class SessionRegistry(TranscriptKeeper):
         return row
 
     async def get_runner(self, session_id: str) -> InProcessRunner:
-        """The runner of a session, created (and its transcript repaired) on first use.
+        """The runner of a session, created (and its transcript repaired) on first use; its tools
+        are built now, so MCP servers start in the background while the user types (docs/mcp.md).
 
         Raises:
             SessionNotFound: unknown id.
@@ -227,6 +228,7 @@ class SessionRegistry(TranscriptKeeper):
         if session_id not in self._transcript_started:
             self._transcript_started.add(session_id)
             await self._start_transcript(runner)
+        runner.build_tools()
         return runner
 
     async def attach_runner(self, session_id: str) -> InProcessRunner:
@@ -265,9 +267,7 @@ class SessionRegistry(TranscriptKeeper):
     def _session_tools(self, cwd: str) -> dict[str, Tool]:
         """The tools of a session in ``cwd``: the factory's (else the defaults), plus MCP tools."""
         tools = self._tools_factory() if self._tools_factory else default_tools()
-        if self.tool_source is not None:
-            return self.tool_source.toolset(cwd, tools)
-        return tools
+        return self.tool_source.toolset(cwd, tools) if self.tool_source is not None else tools
 
     def busy_count(self) -> int:
         """Runners with a turn in progress (accepting or running; O(1): a running count)."""

@@ -100,6 +100,11 @@ class SessionPorts:
     def tools(self, tools: dict[str, Tool]) -> None:
         self._tools = tools
 
+    def build_tools(self) -> None:
+        """Build the tools now if they are not yet (an MCP tool set starts its servers then)."""
+        if self._tools is None:
+            self._tools = self._tools_builder()
+
     @property
     def policy(self) -> ApprovalPolicy:
         """The session's approval rules, from ``row.approval_rules`` (parsed on first read)."""

@@ -50,9 +50,11 @@ async def test_a_runner_woken_by_an_attach_builds_no_tools_policy_prompt_or_even
         assert isinstance(runner._turn_done, TurnEnded)
         await runner.wait()  # no turn: returns at once
 
+        driven = await reg.get_runner(row.id)
+        assert built == ["tools"]  # driven: built now (MCP servers start while the user types)
         mock.script(openai_text("hello"))
-        await (await reg.get_runner(row.id)).run_turn("hi")
-        assert built == ["tools"]  # built once, when the turn needed them
+        await driven.run_turn("hi")
+        assert built == ["tools"]  # and only once
         assert "shell" in runner.tools and str(workspace) in runner.system_prompt
         assert not isinstance(runner._turn_done, TurnEnded) and runner._turn_done.is_set()
 
