@@ -54,9 +54,16 @@ def _glibc() -> bool:
 
 
 def _serving(argv: list[str]) -> bool:
-    """``acagent serve ...`` that will serve (not ``--stop``, not ``--help``)."""
+    """``acagent serve ...`` that will serve (not ``--stop``, not ``--help``), started as the
+    console script or ``python -m acagent``: what :data:`sys.orig_argv` can start again. A program
+    read from stdin (``python -``) or given with ``-c`` cannot be re-run (tester F8)."""
     args = argv[1:]
-    return bool(args) and args[0] == "serve" and not {"--stop", "--help", "-h"} & set(args[1:])
+    if not args or args[0] != "serve" or {"--stop", "--help", "-h"} & set(args[1:]):
+        return False
+    orig = list(sys.orig_argv)
+    if "-c" in orig or "-" in orig:
+        return False
+    return ("-m" in orig and "acagent" in orig) or os.path.isfile(argv[0])
 
 
 def reexec_daemon(argv: list[str] | None = None) -> None:

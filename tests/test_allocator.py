@@ -19,6 +19,7 @@ def execs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str], dict[st
         calls.append((path, argv, env))
 
     monkeypatch.setattr(os, "execve", fake_execve)
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "acagent", "serve", "--port", "0"])
     monkeypatch.setattr(_allocator, "_glibc", lambda: True)
     for name in ("PYTHONMALLOC", _allocator.ALLOCATOR_ENV, "ACAGENT_ALLOCATOR_ADDED"):
         monkeypatch.delenv(name, raising=False)
@@ -73,3 +74,13 @@ def test_the_reexecuted_daemon_removes_what_it_added(monkeypatch: pytest.MonkeyP
     assert _allocator.allocator() == "malloc"
     monkeypatch.setenv("PYTHONMALLOC", "malloc")  # the user's own: kept
     assert _allocator.adopt() == "malloc" and os.environ["PYTHONMALLOC"] == "malloc"
+
+
+@pytest.mark.parametrize("orig", [["python", "-"], ["python", "-c", "import acagent._entry"]])
+def test_a_program_that_cannot_be_started_again_is_not_reexecuted(
+    execs: list[Any], monkeypatch: pytest.MonkeyPatch, orig: list[str]
+) -> None:
+    """Tester F8: ``python -`` re-executed read an empty stdin and exited 0 with no daemon."""
+    monkeypatch.setattr(sys, "orig_argv", orig)
+    _allocator.reexec_daemon(["-", "serve"])
+    assert execs == []

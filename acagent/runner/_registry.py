@@ -23,8 +23,9 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from acagent._pids import pid_is_dead
-from acagent.errors import AcagentError, ConcurrencyCap, SessionBusy, SessionNotFound, UserError
+from acagent.errors import AcagentError, ConcurrencyCap, SessionNotFound, UserError
 from acagent.providers._base import Provider
+from acagent.runner._pins import pinned
 from acagent.runner._runner import BusyCount, InProcessRunner
 from acagent.runner._sdk import prewarm
 from acagent.runner._transcripts import TranscriptKeeper
@@ -93,14 +94,11 @@ class SessionRegistry(TranscriptKeeper):
         self._transcripts: dict[str, TranscriptWriter] = {}
         self._pumps: dict[str, anyio.Event] = {}
         self._transcript_started: set[str] = set()
-        self._held_since: dict[Any, float] = {}
-        """Lease → when it was last renewed (or first seen held), local monotonic clock."""
+        self._held_since: dict[Any, float] = {}  # lease → last renewed (or first seen held), monotonic
         self._busy = BusyCount()
         """Runners accepting or running a turn, kept by the runners themselves."""
-        self.runners_built = 0
-        """Runners built since this registry opened (each a session woken into memory)."""
-        self.runners_hibernated = 0
-        """Runners dropped from memory by :meth:`hibernate_idle` since this registry opened."""
+        self.runners_built = 0  # since open: sessions woken into memory (GET /v1/debug/stats)
+        self.runners_hibernated = 0  # since open: runners hibernate_idle dropped
 
     @classmethod
     @asynccontextmanager
@@ -227,7 +225,11 @@ class SessionRegistry(TranscriptKeeper):
         runner = await self.attach_runner(session_id)
         if session_id not in self._transcript_started:
             self._transcript_started.add(session_id)
-            await self._start_transcript(runner)
+            runner.pins += 1  # a hibernation pass during the transcript's repair skips it (F11)
+            try:
+                await self._start_transcript(runner)
+            finally:
+                runner.pins -= 1
         runner.build_tools()
         return runner
 
@@ -283,26 +285,25 @@ class SessionRegistry(TranscriptKeeper):
             SessionBusy: a turn already runs on the session.
             ConcurrencyCap: ``max_sessions`` turns already run in this process.
         """
-        runner = await self.get_runner(session_id)
-        runner.check_free()
-        if self.busy_count() >= self.settings.max_sessions:
-            raise ConcurrencyCap(
-                f"{self.settings.max_sessions} sessions are already running a turn; retry when one finishes",
-                detail={"max_sessions": self.settings.max_sessions},
-            )
-        turn_id = await runner.step(text, idempotency_key=idempotency_key)
-        return runner, turn_id
+        async with pinned(self, session_id) as runner:  # no hibernation pass closes it meanwhile
+            runner.check_free()
+            if self.busy_count() >= self.settings.max_sessions:
+                raise ConcurrencyCap(
+                    f"{self.settings.max_sessions} sessions are already running a turn; retry when one finishes",
+                    detail={"max_sessions": self.settings.max_sessions},
+                )
+            return runner, await runner.step(text, idempotency_key=idempotency_key)
 
     async def compact(self, session_id: str) -> dict[str, Any]:
         """Compact a resting session's context now (see :meth:`InProcessRunner.compact`)."""
-        runner = await self.get_runner(session_id)
-        return await runner.compact()
+        async with pinned(self, session_id) as runner:
+            return await runner.compact()
 
     async def cancel(self, session_id: str, reason: str = "user", *, turn_id: str | None = None) -> bool:
         """Cancel the session's turn (``turn_id``: only that turn) from any state; False when the
         targeted turn was already over (see :meth:`InProcessRunner.cancel`)."""
-        runner = await self.get_runner(session_id)
-        return await runner.cancel(reason, turn_id=turn_id)
+        async with pinned(self, session_id) as runner:
+            return await runner.cancel(reason, turn_id=turn_id)
 
     async def orphaned_sessions(self) -> list[SessionRow]:
         """Sessions left active whose lease expired or whose holder is a dead local process."""
@@ -347,17 +348,16 @@ class SessionRegistry(TranscriptKeeper):
             try:
                 await self.start_turn(row.id, None)
                 started.append(row.id)
-            except (SessionBusy, ConcurrencyCap, UserError) as exc:
-                log.warning("recovery of %s deferred: %s", row.id, exc)
+            except AcagentError as exc:  # busy, capped, or its data damaged: the others go on (F7)
+                log.warning("recovery of %s deferred: %s", row.id, exc.message)
+            except Exception:  # a bug in one session's recovery must not stop the others'
+                log.exception("recovery of %s failed", row.id)
         return started
 
     async def hibernate_idle(self) -> int:
-        """Drop idle runners without subscribers from memory. Returns how many were dropped.
-
-        An idle runner whose session was removed meanwhile (``acagent sessions rm`` writes the
-        journal directly, even while a daemon serves it) first ends its streams with
-        :class:`SessionNotFound`, so their clients learn it instead of waiting forever (F122).
-        """
+        """Drop idle, unpinned runners without subscribers from memory; returns how many. An idle
+        runner whose session was removed meanwhile (``sessions rm`` writes the journal directly)
+        first ends its streams with :class:`SessionNotFound`, so their clients learn it (F122)."""
         dropped = 0
         for sid, runner in list(self.runners.items()):
             if not runner.is_busy and len(runner.bus.subscribers) > 1:
@@ -366,7 +366,7 @@ class SessionRegistry(TranscriptKeeper):
                 except SessionNotFound:
                     runner.bus.halt(SessionNotFound(f"session {sid} was removed (`acagent sessions rm`)"))
         for sid, runner in list(self.runners.items()):
-            if runner.is_busy or any(sub.name != "transcript" for sub in runner.bus.subscribers):
+            if runner.is_busy or runner.pins or any(s.name != "transcript" for s in runner.bus.subscribers):
                 continue
             self.runners.pop(sid, None)
             self._transcript_started.discard(sid)

@@ -89,6 +89,8 @@ class InProcessRunner(CancelPaths, CompactPath, SessionPorts):
 
     def __init__(self, *args: Any, busy: BusyCount | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.pins = 0
+        """Callers using this runner now (``runner/_pins.py``): a hibernation pass skips it."""
         self._busy = busy if busy is not None else BusyCount()
         """The process's count of runners accepting or running a turn (shared by the registry)."""
         self._state = RunnerState.IDLE

@@ -26,6 +26,7 @@ from acagent.runner._subscribe import replay_then_live
 from acagent.runner._writer import SessionWriter
 from acagent.settings import Settings
 from acagent.store import Journal, SessionRow
+from acagent.store._payload import damaged
 from acagent.tools import ApprovalPolicy, Tool, default_tools
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SessionPorts"]
@@ -107,11 +108,20 @@ class SessionPorts:
 
     @property
     def policy(self) -> ApprovalPolicy:
-        """The session's approval rules, from ``row.approval_rules`` (parsed on first read)."""
+        """The session's approval rules, from ``row.approval_rules`` (parsed on first read).
+
+        Raises:
+            JournalError: the stored rules are damaged (``detail.reason`` ``"corrupt"``: a 500
+                naming the session, never a bare ``ValueError``; tester F1, F7).
+        """
         if self._policy is None:
-            self._policy = ApprovalPolicy.from_json(
-                json.loads(self.row.approval_rules or "{}"), self.settings.shell_allow
-            )
+            try:
+                rules = json.loads(self.row.approval_rules or "{}")
+                self._policy = ApprovalPolicy.from_json(rules, self.settings.shell_allow)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise damaged(
+                    f"session {self.session_id}: its stored approval rules are damaged ({exc})"
+                ) from exc
         return self._policy
 
     @policy.setter

@@ -36,7 +36,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from acagent.errors import AcagentError, SessionNotFound, UserError
 from acagent.events import Event
 from acagent.obs import metrics
-from acagent.runner import SubscriberEvicted
+from acagent.runner import InProcessRunner, SubscriberEvicted
+from acagent.runner._pins import pinned
 from acagent.server._limits import FrameRate
 from acagent.server._reaper import StreamConn
 from acagent.server._security import REFUSED_HANDSHAKE, SUBPROTOCOL
@@ -239,13 +240,24 @@ async def _stream(
     send_reset: Callable[[int, int], Awaitable[None]],
     timed: Callable[[Callable[[], Awaitable[None]]], Awaitable[None]],
 ) -> None:
-    """The stream proper: reset (F30), re-sent approvals (F14), journal replay, then live."""
+    """The stream proper: reset (F30), re-sent approvals (F14), journal replay, then live.
+
+    The runner (an attach's: no transcript read, no context build) is pinned for the whole
+    stream, so a hibernation pass between the attach and the subscription cannot close it (F12).
+    """
+    async with pinned(state.registry, conn.session_id, attach=True) as runner:
+        await _stream_runner(state, conn, runner, send_event, send_reset, timed)
+
+
+async def _stream_runner(
+    state: DaemonState,
+    conn: StreamConn,
+    runner: InProcessRunner,
+    send_event: Callable[[Event, bool], Awaitable[None]],
+    send_reset: Callable[[int, int], Awaitable[None]],
+    timed: Callable[[Callable[[], Awaitable[None]]], Awaitable[None]],
+) -> None:
     session_id, since = conn.session_id, conn.since
-    for attempt in range(3):
-        runner = await state.registry.attach_runner(session_id)  # no transcript read, no context build
-        if not runner.bus.closed:
-            break
-        await anyio.sleep(0.05 * (attempt + 1))  # hibernated meanwhile: rebuilt next call
     cursor = since
     if since > runner.bus.last_seq:
         # A cursor above the session's last seq (a data dir restored from an older copy, a

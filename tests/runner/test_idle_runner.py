@@ -11,12 +11,14 @@ Real registry, real SQLite file, strict mock provider over HTTP.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from acagent import messages
 from acagent.runner import SessionRegistry
 from acagent.runner._cancel import TurnEnded
+from acagent.runner._pins import pinned
 from acagent.settings import load_settings
 from tests.mockprovider import MockProvider, openai_text
 
@@ -94,3 +96,78 @@ async def test_a_runner_resumed_without_its_context_hibernates_and_closes(
         assert not runner.context.loaded
         assert await reg.hibernate_idle() == 1
         await (await reg.get_runner(row.id)).load()  # and once more, closed by the registry itself
+
+
+async def test_a_hibernation_pass_while_a_message_gets_its_runner_does_not_close_it(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """A pass landing during ``get_runner``'s awaits closed the runner a message was about to
+    use: the message was a 500, ``bus … is closed`` (tester F11)."""
+    async with SessionRegistry.open(_settings(tmp_path, mock)) as reg:  # type: ignore[arg-type]
+        row = await reg.create_session(workspace)
+        original = reg._start_transcript
+        landed: list[int] = []
+
+        async def a_pass_lands_meanwhile(runner: Any) -> None:
+            if not landed:
+                landed.append(await reg.hibernate_idle())
+            await original(runner)
+
+        reg._start_transcript = a_pass_lands_meanwhile  # type: ignore[method-assign]
+        mock.script(openai_text("hello"))
+        runner, _ = await reg.start_turn(row.id, "hi")
+        await runner.wait()
+        assert landed == [0]  # the pass landed and skipped the runner being got
+        assert reg.runners[row.id] is runner and not runner.bus.closed
+        types = [e.type for e in await reg.journal.events(row.id, 0)]
+        assert types[-1] == "turn.completed"
+
+
+async def test_a_pinned_runner_is_not_hibernated(tmp_path: Path, mock: MockProvider, workspace: Path) -> None:
+    async with SessionRegistry.open(_settings(tmp_path, mock)) as reg:  # type: ignore[arg-type]
+        row = await reg.create_session(workspace)
+        async with pinned(reg, row.id, attach=True) as runner:
+            assert runner.pins == 1
+            assert await reg.hibernate_idle() == 0
+        assert runner.pins == 0
+        assert await reg.hibernate_idle() == 1
+
+
+async def test_damaged_approval_rules_are_a_corrupt_journal_error_naming_the_session(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """Tester F1: a bare ``JSONDecodeError`` (a 500 without a reason, a traceback in ``run``)."""
+    from acagent.errors import JournalError
+
+    async with SessionRegistry.open(_settings(tmp_path, mock)) as reg:  # type: ignore[arg-type]
+        row = await reg.create_session(workspace)
+        runner = await reg.attach_runner(row.id)
+        runner.row.approval_rules = '{"rules": [{"kind": '
+        with pytest.raises(JournalError) as caught:
+            runner.policy
+        assert caught.value.detail == {"reason": "corrupt"} and row.id in caught.value.message
+
+
+async def test_one_session_that_cannot_recover_does_not_stop_the_others(
+    tmp_path: Path, mock: MockProvider, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tester F7: one session's damaged data ended the whole recovery pass, every 30 s."""
+    from acagent.errors import JournalError
+
+    async with SessionRegistry.open(_settings(tmp_path, mock)) as reg:  # type: ignore[arg-type]
+        rows = [await reg.create_session(workspace) for _ in range(3)]
+        started: list[str] = []
+
+        async def orphans() -> list[Any]:
+            return rows
+
+        async def start_turn(sid: str, text: str | None, **_: Any) -> Any:
+            if sid == rows[0].id:
+                raise JournalError("damaged", detail={"reason": "corrupt"})
+            if sid == rows[1].id:
+                raise KeyError("a bug")
+            started.append(sid)
+
+        monkeypatch.setattr(reg, "orphaned_sessions", orphans)
+        monkeypatch.setattr(reg, "start_turn", start_turn)
+        assert await reg.recover() == [rows[2].id] and started == [rows[2].id]
