@@ -23,12 +23,12 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from acagent._pids import pid_is_dead
-from acagent.errors import AcagentError, ConcurrencyCap, SessionNotFound, UserError
+from acagent.errors import AcagentError, ConcurrencyCap, UserError
 from acagent.providers._base import Provider
+from acagent.runner._hibernate import Hibernation
 from acagent.runner._pins import pinned
 from acagent.runner._runner import BusyCount, InProcessRunner
 from acagent.runner._sdk import prewarm
-from acagent.runner._transcripts import TranscriptKeeper
 from acagent.settings import Settings
 from acagent.store import ACTIVE, Journal, SessionRow
 from acagent.store._transcript_writer import TranscriptWriter
@@ -65,7 +65,7 @@ def canonical_cwd(cwd: str | Path) -> str:
     return str(resolved)
 
 
-class SessionRegistry(TranscriptKeeper):
+class SessionRegistry(Hibernation):
     """See module docstring. Build with :meth:`open`."""
 
     def __init__(
@@ -99,6 +99,7 @@ class SessionRegistry(TranscriptKeeper):
         """Runners accepting or running a turn, kept by the runners themselves."""
         self.runners_built = 0  # since open: sessions woken into memory (GET /v1/debug/stats)
         self.runners_hibernated = 0  # since open: runners hibernate_idle dropped
+        self._closing: dict[str, anyio.Event] = {}  # sessions whose runner a pass is dropping now
 
     @classmethod
     @asynccontextmanager
@@ -246,6 +247,7 @@ class SessionRegistry(TranscriptKeeper):
         runner = self.runners.get(session_id)
         if runner is not None:
             return runner
+        await self._hibernated(session_id)  # the old runner is still being dropped: wait for it
         row = await self.journal.get_session(session_id)
         runner = self.runners.get(session_id)
         if runner is not None:
@@ -353,33 +355,6 @@ class SessionRegistry(TranscriptKeeper):
             except Exception:  # a bug in one session's recovery must not stop the others'
                 log.exception("recovery of %s failed", row.id)
         return started
-
-    async def hibernate_idle(self) -> int:
-        """Drop idle, unpinned runners without subscribers from memory; returns how many. An idle
-        runner whose session was removed meanwhile (``sessions rm`` writes the journal directly)
-        first ends its streams with :class:`SessionNotFound`, so their clients learn it (F122)."""
-        dropped = 0
-        for sid, runner in list(self.runners.items()):
-            if not runner.is_busy and len(runner.bus.subscribers) > 1:
-                try:
-                    await self.journal.get_session(sid)
-                except SessionNotFound:
-                    runner.bus.halt(SessionNotFound(f"session {sid} was removed (`acagent sessions rm`)"))
-        for sid, runner in list(self.runners.items()):
-            if runner.is_busy or runner.pins or any(s.name != "transcript" for s in runner.bus.subscribers):
-                continue
-            self.runners.pop(sid, None)
-            self._transcript_started.discard(sid)
-            await runner.aclose()
-            done = self._pumps.pop(sid, None)
-            if done is not None:
-                with anyio.move_on_after(5):
-                    await done.wait()
-            await self._close_transcript(sid)
-            self.journal.forget_session(sid)
-            dropped += 1
-        self.runners_hibernated += dropped
-        return dropped
 
     async def aclose(self) -> None:
         """Interrupt running turns (reason ``shutdown``) and close every runner."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from acagent import messages
@@ -171,3 +172,37 @@ async def test_one_session_that_cannot_recover_does_not_stop_the_others(
         monkeypatch.setattr(reg, "orphaned_sessions", orphans)
         monkeypatch.setattr(reg, "start_turn", start_turn)
         assert await reg.recover() == [rows[2].id] and started == [rows[2].id]
+
+
+async def test_a_runner_asked_for_while_a_pass_drops_the_old_one_gets_its_own_transcript_writer(
+    tmp_path: Path, mock: MockProvider, workspace: Path
+) -> None:
+    """Tester F11: the new runner reused the old transcript writer, which the pass then closed
+    (``ValueError: file descriptor cannot be a negative integer (-1)`` on its next write)."""
+    async with SessionRegistry.open(_settings(tmp_path, mock)) as reg:  # type: ignore[arg-type]
+        row = await reg.create_session(workspace)
+        old = await reg.get_runner(row.id)
+        got: list[Any] = []
+        original = reg._close_transcript
+
+        async def a_message_arrives_meanwhile(sid: str) -> None:
+            async def message() -> None:
+                got.append(await reg.get_runner(sid))
+
+            reg._tg.start_soon(message)
+            await anyio.sleep(0.2)  # it waits for the drop to end instead of reusing the writer
+            assert got == []
+            await original(sid)
+
+        reg._close_transcript = a_message_arrives_meanwhile  # type: ignore[method-assign]
+        assert await reg.hibernate_idle() == 1
+        reg._close_transcript = original  # type: ignore[method-assign]
+        with anyio.fail_after(10):
+            while not got:
+                await anyio.sleep(0.01)
+        new = got[0]
+        assert new is not old and reg.runners[row.id] is new
+        mock.script(openai_text("after the pass"))
+        await new.run_turn("hi")
+        path = reg.transcript_path(new.row)
+        assert "after the pass" in path.read_text()
