@@ -33,7 +33,7 @@ import orjson
 
 from acagent.store._frames import frame_payload
 from acagent.store._numbering import LAST_MESSAGE_CHARS
-from acagent.store._payload import FRAME_BYTES, damaged, decode_payload, encode_payload, payload_text
+from acagent.store._payload import FRAME_BYTES, damaged, decode_payload, encode_payload
 from acagent.store._rows import SESSION_COLS, SessionRow
 
 __all__ = [
@@ -81,9 +81,10 @@ def session_row(row: Sequence[Any]) -> SessionRow:
         JournalError: a stored text, or the payload of the last message's event, does not decode.
     """
     values = list(row[:_MESSAGE_AT])
-    for at in _AT.values():
-        if values[at] is not None:
-            values[at] = payload_text(values[at])
+    for name, at in _AT.items():
+        if values[at] is not None:  # the error names the session and the text (tester F10)
+            text = decode_payload(values[at], f"session {values[0]!r}: its stored {name}")
+            values[at] = text if isinstance(text, str) else text.decode()
     if values[_AT["approval_rules"]] is None:
         values[_AT["approval_rules"]] = "{}"
     if row[_MESSAGE_AT] is not None:  # m014: the text of the event last_message_seq names

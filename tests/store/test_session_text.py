@@ -226,3 +226,27 @@ async def test_pre_m014_last_message_reads_until_the_next_message(tmp_path: Path
         assert (await j.get_session("ses_imp")).last_message == "new"
     finally:
         await j.aclose()
+
+
+async def test_a_damaged_text_names_its_session_and_field(tmp_path: Path) -> None:
+    """Tester F10: the error said only "a stored payload: stored payload is corrupt"."""
+    from acagent.errors import JournalError
+
+    path = tmp_path / "acagent.db"
+    journal = await SqliteJournal.open(path)
+    try:
+        row, _ = await journal.create_session(cwd=str(tmp_path), model=None, title=None)
+        db = sqlite3.connect(path)
+        (num,) = db.execute("SELECT num FROM session WHERE id = ?", (row.id,)).fetchone()
+        db.execute(  # approval_rules is text 3 of the session (m013); a truncated deflate stream
+            "INSERT OR REPLACE INTO session_text (key, value) VALUES (?, ?)",
+            (num << 2 | 3, bytes.fromhex("01ab562affffffff0011")),
+        )
+        db.commit()
+        db.close()
+        with pytest.raises(JournalError) as caught:
+            await journal.get_session(row.id)
+        assert row.id in caught.value.message and "approval_rules" in caught.value.message
+        assert caught.value.detail == {"reason": "corrupt"}
+    finally:
+        await journal.aclose()
