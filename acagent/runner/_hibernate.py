@@ -38,14 +38,18 @@ class Hibernation(TranscriptKeeper):
         :class:`SessionNotFound`, so their clients learn it instead of waiting forever (F122).
         """
         dropped = 0
+        removed: set[str] = set()
         for sid, runner in list(self.runners.items()):
             if not runner.is_busy and len(runner.bus.subscribers) > 1:
                 try:
                     await self.journal.get_session(sid)
                 except SessionNotFound:
                     runner.bus.halt(SessionNotFound(f"session {sid} was removed (`acagent sessions rm`)"))
+                    removed.add(sid)
         for sid, runner in list(self.runners.items()):
-            if runner.is_busy or runner.pins or any(s.name != "transcript" for s in runner.bus.subscribers):
+            # A removed session's streams were just halted: their pins are on their way out.
+            pinned = runner.pins and sid not in removed
+            if runner.is_busy or pinned or any(s.name != "transcript" for s in runner.bus.subscribers):
                 continue
             # From here to the end of the drop, the session has no runner: attach_runner waits.
             self.runners.pop(sid, None)
