@@ -274,11 +274,12 @@ async def _hibernation(root: Path, mock: MockProvider, n: int, turns: int) -> di
         "allocator": allocator,
         "attach": attach,
         "turn": turn,
-        # The 20 MB is for 10,000 sessions; fewer (--quick) get the same 2 KB a session,
-        # so a small run cannot pass by being too small to show the growth.
-        "limit_mb": round(20 * n / 10_000, 2),
-        "target": "growth <= 20 MB per 10,000 sessions, premise (n built, n in memory at once, n hibernated) checked",
-        "pass": attach["growth_mb"] <= 20 * n / 10_000 and attach["premise_holds"],
+        # The 20 MB is for 10,000 sessions. A smaller run (--quick) cannot show it: fixed
+        # costs (SQLite's page caches filling, ~4 MB) do not scale down, and a flat 20 MB would pass
+        # whatever hibernation freed. So below 10,000 the growth is reported, not judged (None);
+        # a premise that does not hold is a FAIL at any size.
+        "target": "growth <= 20 MB at 10,000 sessions, premise (n built, n in memory at once, n hibernated) checked",
+        "pass": (attach["growth_mb"] <= 20 if n >= 10_000 else None) if attach["premise_holds"] else False,
     }
 
 
