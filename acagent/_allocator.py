@@ -109,8 +109,7 @@ def adopt() -> str:
         ``"malloc"`` or ``"pymalloc"`` (what ``PYTHONMALLOC`` chose when this interpreter started).
     """
     added = os.environ.pop(_ADDED, None)
-    mode = os.environ.get("PYTHONMALLOC", "")
-    chosen = "malloc" if mode in ("malloc", "malloc_debug") else "pymalloc"
+    chosen = _started_with()
     for name in (added or "").split(","):
         if name == "PYTHONMALLOC":
             os.environ.pop(name, None)
@@ -118,9 +117,11 @@ def adopt() -> str:
     return chosen
 
 
+def _started_with() -> str:
+    """What this environment's ``PYTHONMALLOC`` chooses: ``"malloc"`` or ``"pymalloc"``."""
+    return "malloc" if os.environ.get("PYTHONMALLOC", "") in ("malloc", "malloc_debug") else "pymalloc"
+
+
 def allocator() -> str:
     """``"malloc"`` or ``"pymalloc"``: the allocator this process runs on."""
-    if not _chosen:
-        mode = os.environ.get("PYTHONMALLOC", "")
-        return "malloc" if mode in ("malloc", "malloc_debug") else "pymalloc"
-    return _chosen[0]
+    return _chosen[0] if _chosen else _started_with()

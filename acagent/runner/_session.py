@@ -93,18 +93,17 @@ class SessionPorts:
     @property
     def tools(self) -> dict[str, Tool]:
         """The session's tools by name (built on first read)."""
-        if self._tools is None:
-            self._tools = self._tools_builder()
-        return self._tools
+        return self.build_tools()
 
     @tools.setter
     def tools(self, tools: dict[str, Tool]) -> None:
         self._tools = tools
 
-    def build_tools(self) -> None:
-        """Build the tools now if they are not yet (an MCP tool set starts its servers then)."""
+    def build_tools(self) -> dict[str, Tool]:
+        """The tools, built now if they are not yet (an MCP tool set starts its servers then)."""
         if self._tools is None:
             self._tools = self._tools_builder()
+        return self._tools
 
     @property
     def policy(self) -> ApprovalPolicy:
